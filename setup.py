@@ -1,0 +1,87 @@
+"""Build of tfcompat._kernels.
+
+OpenMP is probed: where the compiler cannot build an OpenMP program the extension is
+built serially (``prange`` becomes a plain loop) and a warning is printed.
+
+Environment switches:
+  TFCOMPAT_BOUNDSCHECK=1   compile with Cython bounds and wraparound checks on (debugging,
+                           and the CI step that proves the kernels never index out of range)
+  TFCOMPAT_NO_OPENMP=1     skip the probe and build serially
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import warnings
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+_PROBE = r"""
+#include <omp.h>
+int main(void) {
+    int n = 0;
+    #pragma omp parallel reduction(+:n)
+    n += 1;
+    return n > 0 ? 0 : 1;
+}
+"""
+
+
+def _openmp_flags():
+    if os.environ.get("TFCOMPAT_NO_OPENMP"):
+        return None
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    cc = cc.split()
+    if shutil.which(cc[0]) is None:
+        return None
+    flags = ["-fopenmp"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write(_PROBE)
+        try:
+            res = subprocess.run(cc + flags + [src, "-o", os.path.join(tmp, "probe")],
+                                 capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if res.returncode != 0:
+            return None
+    return flags
+
+
+omp = _openmp_flags()
+if omp is None:
+    warnings.warn("tfcompat: the compiler has no usable OpenMP; building a serial "
+                  "_kernels extension (results are identical, only slower)")
+    print("WARNING: tfcompat is built without OpenMP", file=sys.stderr)
+
+bounds = os.environ.get("TFCOMPAT_BOUNDSCHECK", "") not in ("", "0")
+directives = {
+    "language_level": 3,
+    "boundscheck": bounds,
+    "wraparound": bounds,
+    "initializedcheck": bounds,
+    "cdivision": True,
+    "embedsignature": True,
+}
+
+# No -march=native and no fast-math: results must be the same on every x86-64, and
+# -ffp-contract=off keeps gcc from fusing a*b+c into an FMA (TF's wheels do not).
+compile_args = ["-O3", "-ffp-contract=off", "-fno-fast-math"] + (omp or [])
+link_args = list(omp or [])
+
+ext = Extension(
+    "tfcompat._kernels",
+    ["tfcompat/_kernels.pyx"],
+    include_dirs=[np.get_include()],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    extra_compile_args=compile_args,
+    extra_link_args=link_args,
+)
+
+setup(ext_modules=cythonize([ext], compiler_directives=directives,
+                            compile_time_env={"TFCOMPAT_OPENMP": omp is not None}))

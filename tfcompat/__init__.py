@@ -1,0 +1,27 @@
+"""tfcompat: TensorFlow-exact backward passes of image resizing and convolution.
+
+Kernels are looked up in a tfjs-style registry by ``(backend, kernel)``; the functional API
+(``resize_bilinear_grad`` and friends) mirrors ``tf.raw_ops`` argument names. Importing
+tfcompat registers the ``cython``, ``numpy`` and ``tensorflow`` backends but never imports
+TensorFlow.
+"""
+from ._threads import get_num_threads, openmp_enabled, set_num_threads
+from .api import (conv2d_backprop_input, interpolate_backward, resize_bilinear_grad, resize_grad,
+                  resize_nearest_neighbor_grad)
+from .registry import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, KERNEL_NAMES,
+                       RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD,
+                       KernelConfig, get_backend, get_kernel, get_kernels_for_backend,
+                       list_backends, list_kernels, register_kernel, set_backend,
+                       unregister_kernel)
+from . import backends  # noqa: F401  (registers the built-in backends)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CONV2D_BACKPROP_INPUT", "INTERPOLATE_BACKWARD", "KERNEL_NAMES", "RESIZE_BILINEAR_GRAD",
+    "RESIZE_GRAD", "RESIZE_NEAREST_NEIGHBOR_GRAD", "KernelConfig", "conv2d_backprop_input",
+    "get_backend", "get_kernel", "get_kernels_for_backend", "get_num_threads",
+    "interpolate_backward", "list_backends", "list_kernels", "openmp_enabled",
+    "register_kernel", "resize_bilinear_grad", "resize_grad", "resize_nearest_neighbor_grad",
+    "set_backend", "set_num_threads", "unregister_kernel",
+]

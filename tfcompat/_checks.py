@@ -1,0 +1,124 @@
+"""Argument checking shared by every op: conversions and messages that name the argument,
+the value received and what was expected (SPEC.md section 5)."""
+import math
+import operator
+
+import ml_dtypes
+import numpy as np
+
+FLOAT16 = np.dtype(np.float16)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
+FLOAT_DTYPES = (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)
+HALF_DTYPES = (FLOAT16, BFLOAT16)
+NEAREST_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32)) + FLOAT_DTYPES
+
+# Output elements above which we refuse before allocating (a clear error, not an OOM kill).
+MAX_ELEMENTS = 2 ** 40
+
+
+def dtype_names(dtypes):
+    return ", ".join(str(d) for d in dtypes)
+
+
+def as_array(value, name):
+    """``np.asarray`` with a TypeError naming ``name`` for what cannot be a numeric array."""
+    if value is None:
+        raise TypeError(f"{name}: got None; expected an array-like of numbers")
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists, objects whose __array__ fails
+        raise TypeError(f"{name}: could not convert {type(value).__name__} to an array "
+                        f"({exc}); expected an array-like of numbers") from None
+    if arr.dtype.kind not in "biuf" and arr.dtype != BFLOAT16:
+        raise TypeError(f"{name}: got dtype {arr.dtype}; expected a numeric array")
+    return arr
+
+
+def check_dtype(arr, name, allowed):
+    if arr.dtype not in allowed:
+        raise TypeError(f"{name}: got dtype {arr.dtype}; expected one of {dtype_names(allowed)}")
+
+
+def check_rank(arr, name, rank, what):
+    if arr.ndim != rank:
+        raise ValueError(f"{name}: got shape {tuple(arr.shape)} (rank {arr.ndim}); "
+                         f"expected rank {rank} ({what})")
+
+
+def as_bool(value, name):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name}: got {value!r}; expected True or False")
+
+
+def as_int(value, name):
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: got {value!r}; expected an int")
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and value == int(value):
+        return int(value)
+    raise TypeError(f"{name}: got {value!r}; expected an int")
+
+
+def as_int_tuple(value, name, lengths=None):
+    """A sequence of ints (a list, tuple or 1-D integer array)."""
+    if value is None or isinstance(value, (str, bytes)):
+        raise TypeError(f"{name}: got {value!r}; expected a sequence of ints")
+    try:
+        items = list(np.asarray(value).reshape(-1)) if hasattr(value, "__array__") else list(value)
+    except TypeError:
+        raise TypeError(f"{name}: got {value!r}; expected a sequence of ints") from None
+    out = tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(items))
+    if lengths is not None and len(out) not in lengths:
+        want = " or ".join(str(n) for n in lengths)
+        raise ValueError(f"{name}: got {list(out)} ({len(out)} values); expected {want} values")
+    return out
+
+
+def as_float_tuple(value, name, length):
+    if value is None or isinstance(value, (str, bytes)):
+        raise TypeError(f"{name}: got {value!r}; expected {length} numbers")
+    try:
+        items = [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: got {value!r}; expected {length} numbers") from None
+    if len(items) != length:
+        raise ValueError(f"{name}: got {items} ({len(items)} values); expected {length} values")
+    for i, v in enumerate(items):
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name}[{i}]: got {v}; expected a positive finite number")
+    return tuple(items)
+
+
+def choice(value, name, allowed):
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name}: got {value!r}; expected one of {list(allowed)}")
+    return value
+
+
+def check_attrs(attrs, name, known):
+    unknown = sorted(set(attrs) - set(known))
+    if unknown:
+        raise ValueError(f"{name}: unknown attribute(s) {unknown}; expected some of {sorted(known)}")
+
+
+def get_input(inputs, key, kernel, required=True):
+    if key not in inputs or inputs[key] is None:
+        if required:
+            raise ValueError(f"{kernel}: missing input {key!r}; got inputs {sorted(inputs)}")
+        return None
+    return inputs[key]
+
+
+def check_size(shape, name):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"{name}: shape {tuple(shape)} has {n} elements; expected at most "
+                         f"{MAX_ELEMENTS} (it would not fit in memory)")

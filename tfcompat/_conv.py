@@ -1,0 +1,209 @@
+"""Policy for Conv2DBackpropInput (SPEC.md section 3): attribute parsing, output-size
+arithmetic for every padding kind, and TF's checks."""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _checks as ck
+from .registry import CONV2D_BACKPROP_INPUT
+
+KERNEL = CONV2D_BACKPROP_INPUT
+ATTRS = ("inputShape", "strides", "pad", "dataFormat", "dimRoundingMode", "dilations")
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    dy: np.ndarray          # as given (layout of data_format)
+    filter: np.ndarray      # [fh, fw, in_c, out_c]
+    channels_last: bool
+    N: int
+    H: int
+    W: int
+    C: int
+    OH: int
+    OW: int
+    OC: int
+    fh: int
+    fw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pad_top: int
+    pad_left: int
+
+    @property
+    def out_shape(self):
+        if self.channels_last:
+            return (self.N, self.H, self.W, self.C)
+        return (self.N, self.C, self.H, self.W)
+
+    @property
+    def dtype(self):
+        return self.dy.dtype
+
+    out_dtype = dtype
+
+    @property
+    def compute_dtype(self):
+        return ck.FLOAT64 if self.dtype == ck.FLOAT64 else ck.FLOAT32
+
+    @property
+    def empty(self):
+        return 0 in (self.N, self.H, self.W, self.C) or 0 in (self.OH, self.OW, self.OC)
+
+    def flops(self):
+        return 2.0 * self.N * self.OH * self.OW * self.OC * self.fh * self.fw * self.C
+
+
+def _spatial_pair(value, name, data_format):
+    """[a, b], a single number, or 4 values in data order with 1 at N and C."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        vals = (int(value), int(value))
+    else:
+        vals = ck.as_int_tuple(value, name, (1, 2, 4))
+        if len(vals) == 1:
+            vals = vals * 2
+        elif len(vals) == 4:
+            n_i, c_i, h_i, w_i = (0, 3, 1, 2) if data_format == "NHWC" else (0, 1, 2, 3)
+            if vals[n_i] != 1 or vals[c_i] != 1:
+                raise ValueError(f"{name}: got {list(vals)}; expected 1 in the batch and channel "
+                                 f"positions of {data_format}")
+            vals = (vals[h_i], vals[w_i])
+    for v in vals:
+        if v < 1:
+            raise ValueError(f"{name}: got {list(vals)}; expected positive values")
+    return vals
+
+
+def _round(value, mode):
+    if mode in (None, "floor"):
+        return math.floor(value)
+    if mode == "ceil":
+        return math.ceil(value)
+    return math.floor(value + 0.5)  # JavaScript Math.round: halves up
+
+
+def _explicit_pads(pad, data_format):
+    """Explicit pads [[0,0],[t,b],[l,r],[0,0]] (or 8 flat values) in data order."""
+    flat = ck.as_int_tuple(np.asarray(pad, dtype=object).reshape(-1).tolist()
+                           if not isinstance(pad, np.ndarray) else pad, "pad", (8,))
+    pairs = [flat[0:2], flat[2:4], flat[4:6], flat[6:8]]
+    if any(v < 0 for v in flat):
+        raise ValueError(f"pad: got {[list(p) for p in pairs]}; expected non-negative values")
+    n_i, c_i, h_i, w_i = (0, 3, 1, 2) if data_format == "NHWC" else (0, 1, 2, 3)
+    if pairs[n_i] != (0, 0) or pairs[c_i] != (0, 0):
+        raise ValueError(f"pad: got {[list(p) for p in pairs]}; expected [0, 0] for the batch and "
+                         f"channel dimensions of {data_format}")
+    return pairs[h_i], pairs[w_i]
+
+
+def conv_problem(inputs, attrs):
+    ck.check_attrs(attrs, KERNEL, ATTRS)
+    dy = ck.as_array(ck.get_input(inputs, "dy", KERNEL), "dy")
+    w = ck.as_array(ck.get_input(inputs, "filter", KERNEL), "filter")
+    data_format = ck.choice(attrs.get("dataFormat", "NHWC"), "dataFormat", ("NHWC", "NCHW"))
+    channels_last = data_format == "NHWC"
+    ck.check_dtype(dy, "dy", ck.FLOAT_DTYPES)
+    ck.check_dtype(w, "filter", ck.FLOAT_DTYPES)
+    if w.dtype != dy.dtype:
+        raise TypeError(f"filter: got dtype {w.dtype}; expected the dtype of dy ({dy.dtype})")
+    ck.check_rank(dy, "dy", 4, data_format)
+    ck.check_rank(w, "filter", 4, "[filter_height, filter_width, in_channels, out_channels]")
+    if "inputShape" not in attrs:
+        raise ValueError(f"{KERNEL}: missing attribute 'inputShape'; expected the 4-D shape of x")
+    x_shape = ck.as_int_tuple(attrs["inputShape"], "inputShape", (4,))
+    if any(d < 0 for d in x_shape):
+        raise ValueError(f"inputShape: got {list(x_shape)}; expected non-negative sizes")
+    ck.check_size(x_shape, "inputShape")
+    if channels_last:
+        N, H, W, C = x_shape
+        dN, dOH, dOW, dOC = dy.shape
+    else:
+        N, C, H, W = x_shape
+        dN, dOC, dOH, dOW = dy.shape
+    fh, fw, fic, foc = (int(d) for d in w.shape)
+    if dN != N:
+        raise ValueError(f"dy: batch {dN} (shape {tuple(dy.shape)}) does not match inputShape's "
+                         f"batch {N} ({list(x_shape)})")
+    if foc != dOC:
+        raise ValueError(f"filter: out_channels {foc} (shape {tuple(w.shape)}) does not match dy's "
+                         f"{dOC} channels (shape {tuple(dy.shape)})")
+    if fic != C:
+        grouped = fic > 0 and C % fic == 0
+        raise ValueError(f"filter: in_channels {fic} (shape {tuple(w.shape)}) does not match "
+                         f"inputShape's {C} channels ({list(x_shape)})"
+                         + ("; grouped convolution is not supported" if grouped else ""))
+    if fh < 1 or fw < 1:
+        raise ValueError(f"filter: got shape {tuple(w.shape)}; expected spatial sizes >= 1")
+    sh, sw = _spatial_pair(attrs.get("strides", 1), "strides", data_format)
+    dh, dw = _spatial_pair(attrs.get("dilations", 1), "dilations", data_format)
+    rounding = attrs.get("dimRoundingMode")
+    if rounding is not None:
+        ck.choice(rounding, "dimRoundingMode", ("floor", "round", "ceil"))
+    pad = attrs.get("pad", "valid")
+    eff_h, eff_w = (fh - 1) * dh + 1, (fw - 1) * dw + 1
+    if isinstance(pad, str):
+        kind = ck.choice(pad.lower(), "pad", ("valid", "same"))
+        if rounding is not None:
+            raise ValueError(f"dimRoundingMode: got {rounding!r} with pad {pad!r}; it applies only "
+                             "to a numeric or explicit pad")
+        if kind == "valid":
+            (pt, pb), (pl, pr) = (0, 0), (0, 0)
+            oh, ow = (H - eff_h + sh) // sh, (W - eff_w + sw) // sw
+        else:
+            oh, ow = -(-H // sh), -(-W // sw)
+            need_h = max(0, (oh - 1) * sh + eff_h - H)
+            need_w = max(0, (ow - 1) * sw + eff_w - W)
+            pt, pl = need_h // 2, need_w // 2
+            pb, pr = need_h - pt, need_w - pl
+    else:
+        if isinstance(pad, (int, float, np.integer, np.floating)) and not isinstance(pad, bool):
+            p = ck.as_int(pad, "pad")
+            if p < 0:
+                raise ValueError(f"pad: got {p}; expected a non-negative number")
+            (pt, pb), (pl, pr) = (p, p), (p, p)
+        else:
+            (pt, pb), (pl, pr) = _explicit_pads(pad, data_format)
+        oh = _round((H + pt + pb - eff_h) / sh + 1, rounding)
+        ow = _round((W + pl + pr - eff_w) / sw + 1, rounding)
+    for k, (o, actual, i, f, s, d) in enumerate(((oh, dOH, H, fh, sh, dh), (ow, dOW, W, fw, sw, dw))):
+        if o < 0:
+            raise ValueError(f"inputShape: spatial dimension {k} of size {i} is smaller than the "
+                             f"dilated filter ({(f - 1) * d + 1}); the computed output size {o} "
+                             "is negative")
+        if o != actual:
+            raise ValueError(f"dy: size of out_backprop doesn't match computed: actual = {actual}, "
+                             f"computed = {o} (spatial dim {k}: input {i}, filter {f}, stride {s}, "
+                             f"dilation {d}, pad {pad!r})")
+    return ConvProblem(dy, w, channels_last, N, H, W, C, oh, ow, dOC, fh, fw, sh, sw, dh, dw, pt, pl)
+
+
+def functional_attrs(input_sizes, filter, out_backprop, strides, padding, explicit_paddings,
+                     data_format, dilations):
+    """Map ``tf.raw_ops.Conv2DBackpropInput`` arguments to the registry's tfjs attributes."""
+    data_format = ck.choice(data_format, "data_format", ("NHWC", "NCHW"))
+    sizes = ck.as_int_tuple(input_sizes, "input_sizes", (2, 4))
+    if len(sizes) == 2:
+        dy_shape = np.shape(out_backprop)
+        w_shape = np.shape(filter)
+        if len(dy_shape) != 4 or len(w_shape) != 4:
+            raise ValueError(f"input_sizes: got 2 values {list(sizes)}, which need a rank-4 "
+                             f"out_backprop and filter to supply N and C; got shapes {dy_shape} "
+                             f"and {w_shape}")
+        n, c = dy_shape[0], w_shape[2]
+        sizes = (n, sizes[0], sizes[1], c) if data_format == "NHWC" else (n, c, sizes[0], sizes[1])
+    strides = ck.as_int_tuple(strides, "strides", (4,))
+    dilations = ck.as_int_tuple(dilations, "dilations", (4,))
+    padding = ck.choice(padding, "padding", ("SAME", "VALID", "EXPLICIT"))
+    if padding == "EXPLICIT":
+        pads = ck.as_int_tuple(explicit_paddings, "explicit_paddings", (8,))
+        pad = [list(pads[0:2]), list(pads[2:4]), list(pads[4:6]), list(pads[6:8])]
+    else:
+        if explicit_paddings is not None and len(tuple(explicit_paddings)) not in (0,):
+            raise ValueError(f"explicit_paddings: got {list(explicit_paddings)} with padding "
+                             f"{padding!r}; expected [] unless padding is 'EXPLICIT'")
+        pad = padding.lower()
+    return {"inputShape": list(sizes), "strides": list(strides), "pad": pad,
+            "dataFormat": data_format, "dilations": list(dilations)}

@@ -1,0 +1,420 @@
+# cython: language_level=3
+"""Compiled kernels of tfcompat.
+
+Policy lives in Python (tfcompat/_resample.py, tfcompat/_conv.py): every argument here has
+been validated, every array is C-contiguous and every index in the tables has been proven in
+range before these functions run. The kernels themselves never validate, never allocate in
+their loops and never raise.
+
+Parallelism: ``prange`` over rows of the *output* (``dx``); each row is owned by one thread
+and summed in a fixed order, so results do not depend on the number of threads.
+
+Float32 coordinate math follows TensorFlow's evaluation order (SPEC.md section 0): every
+literal below is cast to ``float`` so that C does not promote the expression to double, and the
+extension is compiled with ``-ffp-contract=off``.
+"""
+from cython.parallel cimport prange
+from libc.math cimport floorf, ceilf, roundf
+from libc.string cimport memset
+from libc.stdint cimport int32_t
+
+import numpy as np
+
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    #define TFCOMPAT_HAVE_OPENMP 1
+    #else
+    #define TFCOMPAT_HAVE_OPENMP 0
+    #endif
+    """
+    int TFCOMPAT_HAVE_OPENMP
+
+
+def openmp_enabled():
+    """True when this extension was compiled with OpenMP."""
+    return bool(TFCOMPAT_HAVE_OPENMP)
+
+
+# ---------------------------------------------------------------------------------------
+# Per-axis coordinate tables
+# ---------------------------------------------------------------------------------------
+# Rule codes; tfcompat/_resample.py holds the same numbers with their names.
+cdef enum:
+    LIN_TF_HALF = 0        # TF HalfPixelScaler:  s = (x + 0.5f) * scale - 0.5f
+    LIN_TF_ALIGN = 1       # TF LegacyScaler with the align-corners scale
+    LIN_TF_ASYM = 2        # TF LegacyScaler:     s = x * scale
+    LIN_PT_HALF = 3        # half pixel, but s = 0 when the resized axis has length 1
+    LIN_ORT_HALF = 4       # ORT/PyTorch area_pixel_compute_source_index, half pixel
+    LIN_ORT_ALIGN = 5      # ORT/PyTorch, align corners
+    NN_HALF = 10           # TF HalfPixelScalerForNN then floorf
+    NN_ALIGN = 11          # TF LegacyScaler then roundf
+    NN_ASYM = 12           # TF LegacyScaler then floorf
+    NN_ALIGN_HALF = 13     # TF grad with both flags: roundf((x + 0.5f) * scale)
+
+
+cdef inline float _tf_scale(Py_ssize_t in_size, Py_ssize_t out_size, bint align) noexcept nogil:
+    # TF CalculateResizeScale; TF 2.21's grads use in/out whenever in == 1 (SPEC.md 1).
+    if align and out_size > 1 and in_size != 1:
+        return <float>(in_size - 1) / <float>(out_size - 1)
+    return <float>in_size / <float>out_size
+
+
+cdef inline Py_ssize_t _clamp(Py_ssize_t i, Py_ssize_t hi) noexcept nogil:
+    if i < 0:
+        return 0
+    if i > hi:
+        return hi
+    return i
+
+
+def linear_axis_map(int rule, Py_ssize_t in_size, Py_ssize_t out_size, double scale_override,
+                    int32_t[::1] lo, int32_t[::1] hi, float[::1] w_lo, float[::1] w_hi):
+    """Fill, for every resized index x, its two source indices and their weights.
+
+    ``scale_override`` (ORT ``scales``) is used when it is > 0, as ``1 / scale_override``
+    computed in float32; otherwise the scale comes from the sizes.
+    """
+    cdef Py_ssize_t x, i0, last = in_size - 1
+    cdef float scale, s, fl, lerp
+    if rule == LIN_TF_HALF or rule == LIN_TF_ASYM or rule == LIN_PT_HALF:
+        scale = _tf_scale(in_size, out_size, False)
+    elif rule == LIN_TF_ALIGN:
+        scale = _tf_scale(in_size, out_size, True)
+    elif rule == LIN_ORT_ALIGN:
+        scale = <float>(in_size - 1) / <float>(out_size - 1) if out_size > 1 else <float>0.0
+    else:
+        if scale_override > 0:
+            scale = <float>1.0 / <float>scale_override
+        else:
+            scale = <float>in_size / <float>out_size
+    with nogil:
+        for x in range(out_size):
+            if rule == LIN_ORT_HALF or rule == LIN_ORT_ALIGN:
+                if rule == LIN_ORT_ALIGN:
+                    s = scale * <float>x
+                else:
+                    s = scale * (<float>x + <float>0.5) - <float>0.5
+                    if s < 0:
+                        s = <float>0.0
+                i0 = _clamp(<Py_ssize_t>s, last)
+                lo[x] = <int32_t>i0
+                hi[x] = <int32_t>(i0 + 1 if i0 < last else i0)
+                lerp = s - <float>i0
+                w_lo[x] = <float>1.0 - lerp
+                w_hi[x] = lerp
+                continue
+            if rule == LIN_TF_HALF:
+                s = (<float>x + <float>0.5) * scale - <float>0.5
+            elif rule == LIN_PT_HALF:
+                s = (<float>x + <float>0.5) * scale - <float>0.5 if out_size > 1 else <float>0.0
+            else:
+                s = <float>x * scale
+            fl = floorf(s)
+            lo[x] = <int32_t>_clamp(<Py_ssize_t>fl, last)
+            hi[x] = <int32_t>_clamp(<Py_ssize_t>ceilf(s), last)
+            lerp = s - fl
+            w_lo[x] = <float>1.0 - lerp
+            w_hi[x] = lerp
+
+
+def nearest_axis_map(int rule, Py_ssize_t in_size, Py_ssize_t out_size, int32_t[::1] index):
+    """Fill, for every resized index x, the one source index it was copied from."""
+    cdef Py_ssize_t x, last = in_size - 1
+    cdef float scale, s
+    scale = _tf_scale(in_size, out_size, rule == NN_ALIGN or rule == NN_ALIGN_HALF)
+    with nogil:
+        for x in range(out_size):
+            if rule == NN_HALF:
+                index[x] = <int32_t>_clamp(<Py_ssize_t>floorf((<float>x + <float>0.5) * scale), last)
+            elif rule == NN_ALIGN:
+                index[x] = <int32_t>_clamp(<Py_ssize_t>roundf(<float>x * scale), last)
+            elif rule == NN_ALIGN_HALF:
+                index[x] = <int32_t>_clamp(<Py_ssize_t>roundf((<float>x + <float>0.5) * scale), last)
+            else:
+                index[x] = <int32_t>_clamp(<Py_ssize_t>floorf(<float>x * scale), last)
+
+
+def invert_axis_map(Py_ssize_t in_size, const int32_t[::1] lo, const int32_t[::1] hi,
+                    const float[::1] w_lo, const float[::1] w_hi, bint two_taps):
+    """Invert a forward map into a gather table (CSR), in ascending resized index.
+
+    Returns ``offsets[in_size + 1], source[n], count[n], w0[n], w1[n]``: source index i
+    receives from resized index ``source[g]`` for ``g`` in ``offsets[i]:offsets[i+1]``, with
+    one weight (count 1) or, when both taps of that x land on i, two (low tap first, as TF
+    adds top before bottom).
+    """
+    cdef Py_ssize_t out_size = lo.shape[0], x, g, i
+    offsets_a = np.zeros(in_size + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = offsets_a
+    for x in range(out_size):
+        offsets[lo[x] + 1] += 1
+        if two_taps and hi[x] != lo[x]:
+            offsets[hi[x] + 1] += 1
+    for i in range(in_size):
+        offsets[i + 1] += offsets[i]
+    n = offsets[in_size]
+    source_a = np.empty(n, dtype=np.int32)
+    count_a = np.empty(n, dtype=np.int32)
+    w0_a = np.zeros(n, dtype=np.float32)
+    w1_a = np.zeros(n, dtype=np.float32)
+    cdef int32_t[::1] source = source_a, count = count_a
+    cdef float[::1] w0 = w0_a, w1 = w1_a
+    cursor_a = offsets_a[:-1].copy()
+    cdef int32_t[::1] cursor = cursor_a
+    for x in range(out_size):
+        g = cursor[lo[x]]
+        cursor[lo[x]] += 1
+        source[g] = <int32_t>x
+        w0[g] = w_lo[x]
+        count[g] = 1
+        if two_taps:
+            if hi[x] == lo[x]:
+                count[g] = 2
+                w1[g] = w_hi[x]
+            else:
+                g = cursor[hi[x]]
+                cursor[hi[x]] += 1
+                source[g] = <int32_t>x
+                w0[g] = w_hi[x]
+                count[g] = 1
+    return offsets_a, source_a, count_a, w0_a, w1_a
+
+
+# ---------------------------------------------------------------------------------------
+# Resampling backward: gather over rows of dx
+# ---------------------------------------------------------------------------------------
+# Canonical layout: dy [rows_b, Oz, Oy, Ox, C] and dx [rows_b, Iz, Iy, Ix, C], C-contiguous.
+# NCX data is passed as rows_b = batch * channels and C = 1. Each dx row (b, iz, iy) is owned by
+# one thread: it gathers the dy rows (z, y) listed in the z and y tables and, inside that private
+# row, scatters along x with the forward x map. For one dx element the terms arrive in TF's
+# order: (z, y, x) raster, then the corners (top before bottom, left before right).
+
+ctypedef fused real_src:
+    float
+    double
+
+ctypedef fused real_acc:
+    float
+    double
+
+ctypedef fused nn_t:
+    float
+    double
+    unsigned char
+    unsigned int
+
+
+cdef struct RowTables:
+    const int32_t* z_off
+    const int32_t* z_src
+    const int32_t* z_cnt
+    const float* z_w0
+    const float* z_w1
+    const int32_t* y_off
+    const int32_t* y_src
+    const int32_t* y_cnt
+    const float* y_w0
+    const float* y_w1
+
+
+cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
+                      Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                      Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
+                      RowTables* t, const int32_t* x_lo, const int32_t* x_hi,
+                      const float* x_wlo, const float* x_whi) noexcept nogil:
+    cdef Py_ssize_t b = row // (Iz * Iy)
+    cdef Py_ssize_t iz = (row // Iy) % Iz
+    cdef Py_ssize_t iy = row % Iy
+    cdef real_acc* dst = dx + row * Ix * C
+    cdef real_acc* dlo
+    cdef real_acc* dhi
+    cdef const real_src* src
+    cdef const real_src* s
+    cdef Py_ssize_t gz, gy, x, c, k, a, q, nr
+    cdef float wz[2]
+    cdef float wy[2]
+    cdef float wr[4]
+    cdef float w, wl, wh
+    cdef real_src v
+    memset(dst, 0, Ix * C * sizeof(real_acc))
+    for gz in range(t.z_off[iz], t.z_off[iz + 1]):
+        wz[0] = t.z_w0[gz]
+        wz[1] = t.z_w1[gz]
+        for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+            wy[0] = t.y_w0[gy]
+            wy[1] = t.y_w1[gy]
+            nr = 0
+            for a in range(t.z_cnt[gz]):
+                for q in range(t.y_cnt[gy]):
+                    # 2-D: the z weight is exactly 1.0f, so wr is the y weight bit for bit.
+                    wr[nr] = wz[a] * wy[q]
+                    nr = nr + 1
+            src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
+            for x in range(Ox):
+                s = src + x * C
+                dlo = dst + x_lo[x] * C
+                dhi = dst + x_hi[x] * C
+                wl = x_wlo[x]
+                wh = x_whi[x]
+                for k in range(nr):
+                    w = wr[k]
+                    for c in range(C):
+                        v = s[c] * w
+                        dlo[c] += <real_acc>(v * wl)
+                        dhi[c] += <real_acc>(v * wh)
+
+
+def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
+                    Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                    Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
+                    const int32_t[::1] z_off, const int32_t[::1] z_src, const int32_t[::1] z_cnt,
+                    const float[::1] z_w0, const float[::1] z_w1,
+                    const int32_t[::1] y_off, const int32_t[::1] y_src, const int32_t[::1] y_cnt,
+                    const float[::1] y_w0, const float[::1] y_w1,
+                    const int32_t[::1] x_lo, const int32_t[::1] x_hi,
+                    const float[::1] x_wlo, const float[::1] x_whi, int num_threads):
+    """Linear (bi-, trilinear) resampling backward; see the comment block above."""
+    cdef RowTables t
+    t.z_off = &z_off[0]; t.z_src = &z_src[0]; t.z_cnt = &z_cnt[0]
+    t.z_w0 = &z_w0[0]; t.z_w1 = &z_w1[0]
+    t.y_off = &y_off[0]; t.y_src = &y_src[0]; t.y_cnt = &y_cnt[0]
+    t.y_w0 = &y_w0[0]; t.y_w1 = &y_w1[0]
+    cdef Py_ssize_t row, nrows = rows_b * Iz * Iy
+    cdef const real_src* pdy = &dy[0]
+    cdef real_acc* pdx = &dx[0]
+    cdef const int32_t* plo = &x_lo[0]
+    cdef const int32_t* phi = &x_hi[0]
+    cdef const float* pwl = &x_wlo[0]
+    cdef const float* pwh = &x_whi[0]
+    with nogil:
+        for row in prange(nrows, schedule='static', num_threads=num_threads):
+            _linear_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl, pwh)
+
+
+cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
+                       Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                       Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
+                       RowTables* t, const int32_t* x_idx) noexcept nogil:
+    cdef Py_ssize_t b = row // (Iz * Iy)
+    cdef Py_ssize_t iz = (row // Iy) % Iz
+    cdef Py_ssize_t iy = row % Iy
+    cdef nn_t* dst = dx + row * Ix * C
+    cdef nn_t* d
+    cdef const nn_t* src
+    cdef const nn_t* s
+    cdef Py_ssize_t gz, gy, x, c
+    memset(dst, 0, Ix * C * sizeof(nn_t))
+    for gz in range(t.z_off[iz], t.z_off[iz + 1]):
+        for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+            src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
+            for x in range(Ox):
+                s = src + x * C
+                d = dst + x_idx[x] * C
+                for c in range(C):
+                    # unsigned arithmetic: integer sums wrap as TF's int8/int32 sums do
+                    d[c] = <nn_t>(d[c] + s[c])
+
+
+def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
+                     Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                     Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
+                     const int32_t[::1] z_off, const int32_t[::1] z_src,
+                     const int32_t[::1] y_off, const int32_t[::1] y_src,
+                     const int32_t[::1] x_idx, int num_threads):
+    """Nearest-neighbour resampling backward: every dy element lands on one dx element."""
+    cdef RowTables t
+    t.z_off = &z_off[0]; t.z_src = &z_src[0]
+    t.y_off = &y_off[0]; t.y_src = &y_src[0]
+    cdef Py_ssize_t row, nrows = rows_b * Iz * Iy
+    cdef const nn_t* pdy = &dy[0]
+    cdef nn_t* pdx = &dx[0]
+    cdef const int32_t* pidx = &x_idx[0]
+    with nogil:
+        for row in prange(nrows, schedule='static', num_threads=num_threads):
+            _nearest_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, pidx)
+
+
+# ---------------------------------------------------------------------------------------
+# Conv2DBackpropInput: col2im as a gather
+# ---------------------------------------------------------------------------------------
+
+def conv_axis_table(Py_ssize_t in_size, Py_ssize_t out_size, Py_ssize_t ksize,
+                    Py_ssize_t stride, Py_ssize_t dilation, Py_ssize_t pad_before):
+    """For every input index i, the (output index o, tap k) pairs with
+    ``o * stride - pad_before + k * dilation == i`` (CSR, ascending o)."""
+    cdef Py_ssize_t o, k, i, g
+    offsets_a = np.zeros(in_size + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = offsets_a
+    for o in range(out_size):
+        for k in range(ksize):
+            i = o * stride - pad_before + k * dilation
+            if 0 <= i < in_size:
+                offsets[i + 1] += 1
+    for i in range(in_size):
+        offsets[i + 1] += offsets[i]
+    n = offsets[in_size]
+    out_a = np.empty(n, dtype=np.int32)
+    tap_a = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] out_idx = out_a, tap = tap_a
+    cursor_a = offsets_a[:-1].copy()
+    cdef int32_t[::1] cursor = cursor_a
+    for o in range(out_size):
+        for k in range(ksize):
+            i = o * stride - pad_before + k * dilation
+            if 0 <= i < in_size:
+                g = cursor[i]
+                cursor[i] += 1
+                out_idx[g] = <int32_t>o
+                tap[g] = <int32_t>k
+    return offsets_a, out_a, tap_a
+
+
+cdef void _col2im_gather(const real_acc* cols, real_acc* dx, Py_ssize_t row,
+                         Py_ssize_t H, Py_ssize_t W, Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
+                         Py_ssize_t fw, Py_ssize_t ncol,
+                         const int32_t* h_off, const int32_t* h_out, const int32_t* h_tap,
+                         const int32_t* w_off, const int32_t* w_out,
+                         const int32_t* w_tap) noexcept nogil:
+    cdef Py_ssize_t n = row // H, iy = row % H
+    cdef Py_ssize_t gh, ix, gw, c
+    cdef real_acc* dst = dx + row * W * C
+    cdef real_acc* d
+    cdef const real_acc* src
+    cdef const real_acc* s
+    memset(dst, 0, W * C * sizeof(real_acc))
+    for gh in range(h_off[iy], h_off[iy + 1]):
+        src = cols + (n * OH + h_out[gh]) * OW * ncol + h_tap[gh] * fw * C
+        for ix in range(W):
+            d = dst + ix * C
+            for gw in range(w_off[ix], w_off[ix + 1]):
+                s = src + w_out[gw] * ncol + w_tap[gw] * C
+                for c in range(C):
+                    d[c] += s[c]
+
+
+def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
+                Py_ssize_t H, Py_ssize_t W, Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
+                Py_ssize_t fh, Py_ssize_t fw,
+                const int32_t[::1] h_off, const int32_t[::1] h_out, const int32_t[::1] h_tap,
+                const int32_t[::1] w_off, const int32_t[::1] w_out, const int32_t[::1] w_tap,
+                int num_threads):
+    """dx[n, iy, ix, c] = sum of cols[(n, oy, ox), (ky, kx, c)] over the table pairs.
+
+    ``cols`` is [N * OH * OW, fh * fw * C]. Each dx row (n, iy) is owned by one thread.
+    """
+    cdef Py_ssize_t row, nrows = N * H
+    cdef Py_ssize_t ncol = fh * fw * C
+    cdef const real_acc* pc = &cols[0]
+    cdef real_acc* pdx = &dx[0]
+    cdef const int32_t* pho = &h_off[0]
+    cdef const int32_t* phu = &h_out[0] if h_out.shape[0] else NULL
+    cdef const int32_t* pht = &h_tap[0] if h_tap.shape[0] else NULL
+    cdef const int32_t* pwo = &w_off[0]
+    cdef const int32_t* pwu = &w_out[0] if w_out.shape[0] else NULL
+    cdef const int32_t* pwt = &w_tap[0] if w_tap.shape[0] else NULL
+    with nogil:
+        for row in prange(nrows, schedule='static', num_threads=num_threads):
+            _col2im_gather(pc, pdx, row, H, W, C, OH, OW, fw, ncol,
+                           pho, phu, pht, pwo, pwu, pwt)

@@ -1,0 +1,264 @@
+"""Policy for the four resize-type kernels.
+
+Each parser turns the tfjs-style ``inputs``/``attrs`` of one kernel into a
+:class:`ResampleProblem`: the validated ``dy``, the layout, and one :class:`Axis` per spatial
+axis naming the coordinate rule. Backends only compute; everything that can fail is here.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _checks as ck
+from .registry import (INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                       RESIZE_NEAREST_NEIGHBOR_GRAD)
+
+# Coordinate rules (the same numbers as in _kernels.pyx). See SPEC.md sections 1, 2 and 4.
+LIN_TF_HALF, LIN_TF_ALIGN, LIN_TF_ASYM, LIN_PT_HALF, LIN_ORT_HALF, LIN_ORT_ALIGN = range(6)
+NN_HALF, NN_ALIGN, NN_ASYM, NN_ALIGN_HALF = 10, 11, 12, 13
+LINEAR_RULES = (LIN_TF_HALF, LIN_TF_ALIGN, LIN_TF_ASYM, LIN_PT_HALF, LIN_ORT_HALF, LIN_ORT_ALIGN)
+RULE_NAMES = {LIN_TF_HALF: "linear/half_pixel", LIN_TF_ALIGN: "linear/align_corners",
+              LIN_TF_ASYM: "linear/asymmetric", LIN_PT_HALF: "linear/pytorch_half_pixel",
+              LIN_ORT_HALF: "linear/ort_half_pixel", LIN_ORT_ALIGN: "linear/ort_align_corners",
+              NN_HALF: "nearest/half_pixel", NN_ALIGN: "nearest/align_corners",
+              NN_ASYM: "nearest/asymmetric", NN_ALIGN_HALF: "nearest/align_corners+half_pixel"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One spatial axis: original size, resized size, coordinate rule, and for ORT the
+    user's ``scales`` entry (0.0 when the scale comes from the sizes)."""
+    in_size: int
+    out_size: int
+    rule: int
+    ort_scale: float = 0.0
+
+    @property
+    def linear(self):
+        return self.rule in LINEAR_RULES
+
+
+@dataclass(frozen=True)
+class ResampleProblem:
+    kernel: str
+    dy: np.ndarray          # validated; any strides; dtype checked
+    batch: int
+    channels: int
+    channels_last: bool
+    axes: tuple             # of Axis, 1 to 3
+    out_dtype: np.dtype
+
+    @property
+    def linear(self):
+        return self.axes[0].linear
+
+    @property
+    def out_shape(self):
+        spatial = tuple(a.in_size for a in self.axes)
+        if self.channels_last:
+            return (self.batch,) + spatial + (self.channels,)
+        return (self.batch, self.channels) + spatial
+
+    @property
+    def compute_dtype(self):
+        """float64 when dy or the output is float64, else float32 (integers: their own)."""
+        if self.dy.dtype.kind in "iu":
+            return self.dy.dtype
+        if ck.FLOAT64 in (self.dy.dtype, self.out_dtype):
+            return ck.FLOAT64
+        return ck.FLOAT32
+
+    @property
+    def empty(self):
+        return self.batch == 0 or self.channels == 0
+
+
+def _spatial(shape, channels_last):
+    return tuple(shape[1:-1]) if channels_last else tuple(shape[2:])
+
+
+def _check_positive_spatial(shape, name, channels_last):
+    for i, d in enumerate(_spatial(shape, channels_last)):
+        if d < 1:
+            raise ValueError(f"{name}: got shape {tuple(shape)}; spatial dimension {i} is {d}, "
+                             "expected >= 1")
+
+
+def _check_batch_channels(dy, img, dy_name, img_name, channels_last):
+    c_axis = -1 if channels_last else 1
+    if dy.shape[0] != img.shape[0]:
+        raise ValueError(f"{dy_name}: batch {dy.shape[0]} (shape {tuple(dy.shape)}) does not match "
+                         f"{img_name} batch {img.shape[0]} (shape {tuple(img.shape)})")
+    if dy.shape[c_axis] != img.shape[c_axis]:
+        raise ValueError(f"{dy_name}: {dy.shape[c_axis]} channels (shape {tuple(dy.shape)}) do not "
+                         f"match {img_name}'s {img.shape[c_axis]} (shape {tuple(img.shape)})")
+
+
+def _shape_of(value, name):
+    """The forward input is used for its shape and dtype only: accept anything with both."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        try:
+            shape = tuple(int(d) for d in value.shape)
+            dtype = np.dtype(value.dtype.as_numpy_dtype if hasattr(value.dtype, "as_numpy_dtype")
+                             else value.dtype)
+            return shape, dtype
+        except (TypeError, ValueError):
+            pass
+    arr = ck.as_array(value, name)
+    return arr.shape, arr.dtype
+
+
+def _tf_pair_problem(kernel, inputs, attrs, nearest):
+    ck.check_attrs(attrs, kernel, ("alignCorners", "halfPixelCenters"))
+    dy = ck.as_array(ck.get_input(inputs, "dy", kernel), "dy")
+    img_shape, img_dtype = _shape_of(ck.get_input(inputs, "images", kernel), "images")
+    align = ck.as_bool(attrs.get("alignCorners", False), "alignCorners")
+    half = ck.as_bool(attrs.get("halfPixelCenters", False), "halfPixelCenters")
+    ck.check_rank(dy, "dy", 4, "[batch, height, width, channels]")
+    if len(img_shape) != 4:
+        raise ValueError(f"images: got shape {img_shape} (rank {len(img_shape)}); expected rank 4 "
+                         "([batch, height, width, channels])")
+    if nearest:
+        ck.check_dtype(dy, "dy", ck.NEAREST_DTYPES)
+        if img_dtype != dy.dtype:
+            raise TypeError(f"images: got dtype {img_dtype}; expected the dtype of dy ({dy.dtype}), "
+                            "as TF's ResizeNearestNeighborGrad has one type T")
+        rule = (NN_ALIGN_HALF if align and half else NN_ALIGN if align
+                else NN_HALF if half else NN_ASYM)
+    else:
+        if align and half:
+            raise ValueError("alignCorners: got True together with halfPixelCenters=True; "
+                             "if half_pixel_centers is True, align_corners must be False (TF)")
+        ck.check_dtype(dy, "dy", (ck.FLOAT32, ck.FLOAT64))
+        if img_dtype not in ck.FLOAT_DTYPES:
+            raise TypeError(f"images: got dtype {img_dtype}; expected one of "
+                            f"{ck.dtype_names(ck.FLOAT_DTYPES)}")
+        rule = LIN_TF_ALIGN if align else LIN_TF_HALF if half else LIN_TF_ASYM
+    _check_batch_channels(dy, _Shape(img_shape), "dy", "images", True)
+    _check_positive_spatial(dy.shape, "dy", True)
+    _check_positive_spatial(img_shape, "images", True)
+    ck.check_size(img_shape, "images")
+    axes = tuple(Axis(int(i), int(o), rule) for i, o in zip(img_shape[1:3], dy.shape[1:3]))
+    out_dtype = dy.dtype if nearest else img_dtype
+    return ResampleProblem(kernel, dy, int(dy.shape[0]), int(dy.shape[3]), True, axes, out_dtype)
+
+
+class _Shape:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def resize_bilinear_grad_problem(inputs, attrs):
+    return _tf_pair_problem(RESIZE_BILINEAR_GRAD, inputs, attrs, nearest=False)
+
+
+def resize_nearest_neighbor_grad_problem(inputs, attrs):
+    return _tf_pair_problem(RESIZE_NEAREST_NEIGHBOR_GRAD, inputs, attrs, nearest=True)
+
+
+INTERP_MODES = {"nearest": (1, 2, 3), "linear": (1, 2, 3), "bilinear": (2,), "trilinear": (3,)}
+INTERP_TRANSFORMS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
+                     "tf_half_pixel_for_nn")
+_INTERP_LINEAR_RULE = {"half_pixel": LIN_TF_HALF, "align_corners": LIN_TF_ALIGN,
+                       "asymmetric": LIN_TF_ASYM, "pytorch_half_pixel": LIN_PT_HALF,
+                       "tf_half_pixel_for_nn": LIN_TF_HALF}
+_INTERP_NEAREST_RULE = {"half_pixel": NN_HALF, "align_corners": NN_ALIGN, "asymmetric": NN_ASYM,
+                        "pytorch_half_pixel": NN_HALF, "tf_half_pixel_for_nn": NN_HALF}
+_INTERP_DTYPES = ck.FLOAT_DTYPES
+
+
+def interpolate_backward_problem(inputs, attrs):
+    kernel = INTERPOLATE_BACKWARD
+    ck.check_attrs(attrs, kernel, ("mode", "coordinate_transformation_mode", "sizes", "scales",
+                                   "data_format"))
+    diff_dst = ck.as_array(ck.get_input(inputs, "diff_dst", kernel), "diff_dst")
+    src_shape, src_dtype = _shape_of(ck.get_input(inputs, "src", kernel), "src")
+    mode = ck.choice(attrs.get("mode"), "mode", tuple(INTERP_MODES))
+    transform = ck.choice(attrs.get("coordinate_transformation_mode", "half_pixel"),
+                          "coordinate_transformation_mode", INTERP_TRANSFORMS)
+    data_format = ck.choice(attrs.get("data_format", "NXC"), "data_format", ("NXC", "NCX"))
+    channels_last = data_format == "NXC"
+    ck.check_dtype(diff_dst, "diff_dst", _INTERP_DTYPES)
+    if src_dtype != diff_dst.dtype:
+        raise TypeError(f"src: got dtype {src_dtype}; expected the dtype of diff_dst "
+                        f"({diff_dst.dtype})")
+    ranks = tuple(r + 2 for r in INTERP_MODES[mode])
+    if diff_dst.ndim not in ranks:
+        raise ValueError(f"diff_dst: got shape {tuple(diff_dst.shape)} (rank {diff_dst.ndim}); mode "
+                         f"{mode!r} expects rank {' or '.join(map(str, ranks))} "
+                         f"({data_format}: batch, {'spatial..., channels' if channels_last else 'channels, spatial...'})")
+    if len(src_shape) != diff_dst.ndim:
+        raise ValueError(f"src: got shape {src_shape} (rank {len(src_shape)}); expected rank "
+                         f"{diff_dst.ndim}, the rank of diff_dst {tuple(diff_dst.shape)}")
+    _check_batch_channels(diff_dst, _Shape(src_shape), "diff_dst", "src", channels_last)
+    _check_positive_spatial(src_shape, "src", channels_last)
+    _check_positive_spatial(diff_dst.shape, "diff_dst", channels_last)
+    ck.check_size(src_shape, "src")
+    in_sp = _spatial(src_shape, channels_last)
+    out_sp = _spatial(diff_dst.shape, channels_last)
+    nsp = len(in_sp)
+    sizes = inputs.get("sizes") if inputs.get("sizes") is not None else attrs.get("sizes")
+    scales = attrs.get("scales")
+    if sizes is not None:
+        sizes = ck.as_int_tuple(sizes, "sizes", (nsp,))
+        if sizes != tuple(out_sp):
+            raise ValueError(f"sizes: got {list(sizes)}; expected the spatial shape of diff_dst "
+                             f"{list(out_sp)}")
+    elif scales is not None:
+        scales = ck.as_float_tuple(scales, "scales", nsp)
+        want = tuple(int(np.floor(i * s)) for i, s in zip(in_sp, scales))
+        if want != tuple(out_sp):
+            raise ValueError(f"scales: got {list(scales)}, giving resized spatial shape "
+                             f"{list(want)} = floor(src_size * scale); diff_dst's is {list(out_sp)}")
+    table = _INTERP_NEAREST_RULE if mode == "nearest" else _INTERP_LINEAR_RULE
+    axes = tuple(Axis(int(i), int(o), table[transform]) for i, o in zip(in_sp, out_sp))
+    c = diff_dst.shape[-1] if channels_last else diff_dst.shape[1]
+    return ResampleProblem(kernel, diff_dst, int(diff_dst.shape[0]), int(c), channels_last, axes,
+                           src_dtype)
+
+
+_ORT_DTYPES = (ck.FLOAT16, ck.FLOAT32, ck.FLOAT64)
+
+
+def resize_grad_problem(inputs, attrs):
+    kernel = RESIZE_GRAD
+    ck.check_attrs(attrs, kernel, ("mode", "coordinate_transformation_mode"))
+    dy = ck.as_array(ck.get_input(inputs, "dY", kernel), "dY")
+    x_shape, x_dtype = _shape_of(ck.get_input(inputs, "X", kernel), "X")
+    ck.choice(attrs.get("mode", "linear"), "mode", ("linear",))
+    transform = ck.choice(attrs.get("coordinate_transformation_mode", "half_pixel"),
+                          "coordinate_transformation_mode", ("half_pixel", "align_corners"))
+    ck.check_dtype(dy, "dY", _ORT_DTYPES)
+    if x_dtype != dy.dtype:
+        raise TypeError(f"X: got dtype {x_dtype}; expected the dtype of dY ({dy.dtype})")
+    ck.check_rank(dy, "dY", 4, "NCHW")
+    if len(x_shape) != 4:
+        raise ValueError(f"X: got shape {x_shape} (rank {len(x_shape)}); expected rank 4 (NCHW)")
+    _check_batch_channels(dy, _Shape(x_shape), "dY", "X", False)
+    _check_positive_spatial(x_shape, "X", False)
+    _check_positive_spatial(dy.shape, "dY", False)
+    ck.check_size(x_shape, "X")
+    scales = inputs.get("scales")
+    if scales is not None and np.size(scales) == 0:
+        scales = None  # ORT passes an empty tensor for "no scales"
+    ort_scales = (0.0, 0.0)
+    if scales is not None:
+        scales = ck.as_float_tuple(scales, "scales", 4)
+        if scales[0] != 1.0 or scales[1] != 1.0:
+            raise ValueError(f"scales: got {list(scales)}; expected 1.0 for N and C (NCHW)")
+        want = tuple(int(np.floor(i * np.float32(s))) for i, s in zip(x_shape[2:], scales[2:]))
+        if want != tuple(dy.shape[2:]):
+            raise ValueError(f"scales: got {list(scales)}, giving resized spatial shape {list(want)} "
+                             f"= floor(X size * scale); dY's is {list(dy.shape[2:])}")
+        ort_scales = scales[2:]
+    rule = LIN_ORT_ALIGN if transform == "align_corners" else LIN_ORT_HALF
+    axes = tuple(Axis(int(i), int(o), rule, float(s))
+                 for i, o, s in zip(x_shape[2:], dy.shape[2:], ort_scales))
+    return ResampleProblem(kernel, dy, int(dy.shape[0]), int(dy.shape[1]), False, axes, x_dtype)
+
+
+PARSERS = {
+    RESIZE_BILINEAR_GRAD: resize_bilinear_grad_problem,
+    RESIZE_NEAREST_NEIGHBOR_GRAD: resize_nearest_neighbor_grad_problem,
+    INTERPOLATE_BACKWARD: interpolate_backward_problem,
+    RESIZE_GRAD: resize_grad_problem,
+}

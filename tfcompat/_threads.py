@@ -1,0 +1,57 @@
+"""The one place that decides how many threads a kernel uses.
+
+``None`` (the default) means: ``OMP_NUM_THREADS`` when it is set to a positive integer,
+otherwise the number of CPUs this process may run on. Negative values count back from that
+number, as in scikit-learn: -1 is all CPUs, -2 all but one. Results never depend on the
+choice; only speed does.
+"""
+import os
+
+_requested = None
+
+
+def _available_cpus():
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _resolve(n):
+    if n is None:
+        env = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if env:
+            try:
+                value = int(env.split(",")[0])
+            except ValueError:
+                value = 0
+            if value > 0:
+                return value
+        return _available_cpus()
+    if isinstance(n, bool) or not isinstance(n, (int,)) and not hasattr(n, "__index__"):
+        raise TypeError(f"num_threads: got {n!r} of type {type(n).__name__}; expected an int or None")
+    n = int(n)
+    if n == 0:
+        raise ValueError("num_threads: got 0; expected a positive int, a negative int "
+                         "(-1 = all CPUs) or None")
+    if n < 0:
+        return max(1, _available_cpus() + 1 + n)
+    return n
+
+
+def set_num_threads(n):
+    """Set the number of threads tfcompat's kernels use (``None`` restores the default)."""
+    global _requested
+    _resolve(n)  # validate now, so a bad value fails at the call that made it
+    _requested = n
+
+
+def get_num_threads():
+    """The number of threads the next kernel call will use."""
+    return _resolve(_requested)
+
+
+def openmp_enabled():
+    """True when the compiled kernels were built with OpenMP."""
+    from . import _kernels
+    return _kernels.openmp_enabled()

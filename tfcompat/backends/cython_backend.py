@@ -1,0 +1,135 @@
+"""The ``cython`` backend: the product. Python prepares C-contiguous buffers and per-axis
+tables; one call into ``tfcompat._kernels`` does the arithmetic."""
+import numpy as np
+
+from .. import _checks as ck, _conv, _kernels, _resample as rs
+from .._threads import get_num_threads
+from ..registry import CONV2D_BACKPROP_INPUT, KernelConfig, register_kernel
+
+BACKEND = "cython"
+_I32 = np.int32
+_F32 = np.float32
+
+# The trivial axis (size 1 -> 1, weight exactly 1.0f) pads 1-D and 2-D problems to 3-D.
+_TRIVIAL = (np.array([0, 1], _I32), np.array([0], _I32), np.array([1], _I32),
+            np.array([1.0], _F32), np.array([0.0], _F32))
+
+
+def axis_forward_map(axis):
+    """(lo, hi, w_lo, w_hi) for a linear axis, or (index,) for a nearest one."""
+    O = axis.out_size
+    if axis.linear:
+        lo, hi = np.empty(O, _I32), np.empty(O, _I32)
+        wl, wh = np.empty(O, _F32), np.empty(O, _F32)
+        _kernels.linear_axis_map(axis.rule, axis.in_size, O, axis.ort_scale, lo, hi, wl, wh)
+        return lo, hi, wl, wh
+    idx = np.empty(O, _I32)
+    _kernels.nearest_axis_map(axis.rule, axis.in_size, O, idx)
+    return (idx,)
+
+
+def _gather_table(axis):
+    fwd = axis_forward_map(axis)
+    if axis.linear:
+        return _kernels.invert_axis_map(axis.in_size, *fwd, True)
+    ones = np.ones(axis.out_size, _F32)
+    return _kernels.invert_axis_map(axis.in_size, fwd[0], fwd[0], ones, ones, False)
+
+
+def _kernel_buffers(problem):
+    """dy as the kernel's source type (C-contiguous, flat) and the matching dx dtype."""
+    dy = problem.dy
+    if dy.dtype == np.int8:
+        return np.ascontiguousarray(dy).view(np.uint8).reshape(-1), np.uint8
+    if dy.dtype == np.int32:
+        return np.ascontiguousarray(dy).view(np.uint32).reshape(-1), np.uint32
+    if dy.dtype == np.uint8:
+        return np.ascontiguousarray(dy).reshape(-1), np.uint8
+    src = ck.FLOAT64 if dy.dtype == ck.FLOAT64 else ck.FLOAT32
+    acc = problem.compute_dtype
+    if not problem.linear:
+        src = acc  # nearest sums in the type it reads
+    return np.ascontiguousarray(dy, dtype=src).reshape(-1), acc
+
+
+def resample(problem, num_threads=None):
+    out_shape = problem.out_shape
+    if problem.empty:
+        return np.zeros(out_shape, dtype=problem.out_dtype)
+    nthreads = get_num_threads() if num_threads is None else num_threads
+    axes = (None,) * (3 - len(problem.axes)) + tuple(problem.axes)
+    in3 = [1 if a is None else a.in_size for a in axes]
+    out3 = [1 if a is None else a.out_size for a in axes]
+    if problem.channels_last:
+        rows_b, C = problem.batch, problem.channels
+    else:
+        rows_b, C = problem.batch * problem.channels, 1
+    z_tab = _TRIVIAL if axes[0] is None else _gather_table(axes[0])
+    y_tab = _TRIVIAL if axes[1] is None else _gather_table(axes[1])
+    x_map = axis_forward_map(axes[2])
+    dy, acc = _kernel_buffers(problem)
+    dx = np.empty(rows_b * in3[0] * in3[1] * in3[2] * C, dtype=acc)
+    if problem.linear:
+        _kernels.linear_backward(dy, dx, rows_b, *in3, *out3, C, *z_tab, *y_tab, *x_map, nthreads)
+    else:
+        _kernels.nearest_backward(dy, dx, rows_b, *in3, *out3, C, z_tab[0], z_tab[1],
+                                  y_tab[0], y_tab[1], x_map[0], nthreads)
+    dx = dx.reshape(out_shape)
+    if problem.dy.dtype.kind in "iu":
+        return dx.view(problem.dy.dtype)
+    return dx if dx.dtype == problem.out_dtype else dx.astype(problem.out_dtype)
+
+
+# Column buffers of the conv path are kept below this many bytes (one image at least).
+COL_BUFFER_BYTES = 64 * 2 ** 20
+
+
+def conv_backprop_input(problem, num_threads=None):
+    p = problem
+    if p.empty:
+        return np.zeros(p.out_shape, dtype=p.dtype)
+    nthreads = get_num_threads() if num_threads is None else num_threads
+    ct = p.compute_dtype
+    dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
+    dy = np.ascontiguousarray(dy, dtype=ct)
+    w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
+    dx = np.empty((p.N, p.H, p.W, p.C), dtype=ct)
+    K = p.fh * p.fw * p.C
+    rows = p.OH * p.OW
+    if (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W):
+        # 1x1, stride 1, no padding: dx is one GEMM, no col2im
+        np.matmul(dy.reshape(-1, p.OC), w2.T, out=dx.reshape(-1, p.C))
+    else:
+        h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
+        w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
+        per_image = rows * K * ct.itemsize
+        chunk = max(1, COL_BUFFER_BYTES // max(per_image, 1))
+        chunk = min(chunk, p.N)
+        cols = np.empty((chunk * rows, K), dtype=ct)
+        dy2 = dy.reshape(p.N * rows, p.OC)
+        dx4 = dx.reshape(p.N, -1)
+        for n0 in range(0, p.N, chunk):
+            n = min(chunk, p.N - n0)
+            c = cols[:n * rows]
+            # GEMM (BLAS threads) then col2im (OpenMP threads): never both at once
+            np.matmul(dy2[n0 * rows:(n0 + n) * rows], w2.T, out=c)
+            _kernels.col2im_nhwc(c.reshape(-1), dx4[n0:n0 + n].reshape(-1), n, p.H, p.W, p.C,
+                                 p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
+    if not p.channels_last:
+        dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
+    return dx if dx.dtype == p.dtype else dx.astype(p.dtype)
+
+
+def _resample_kernel(parser):
+    def kernel_func(inputs, attrs):
+        return resample(parser(inputs, attrs))
+    return kernel_func
+
+
+def _conv_kernel(inputs, attrs):
+    return conv_backprop_input(_conv.conv_problem(inputs, attrs))
+
+
+for _name, _parser in rs.PARSERS.items():
+    register_kernel(KernelConfig(_name, BACKEND, _resample_kernel(_parser)))
+register_kernel(KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, _conv_kernel))

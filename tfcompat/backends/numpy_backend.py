@@ -1,0 +1,146 @@
+"""The ``numpy`` backend: a readable float64 reference that never touches TensorFlow.
+
+Coordinates are computed here from SPEC.md, independently of the Cython tables, in float32
+NumPy arithmetic (``np.float32`` scalars and arrays, so nothing is promoted to float64). The
+sums are taken in float64 (int64 for integer nearest-neighbour grads, wrapped on the final
+cast) and rounded once to the output dtype. Resampling is applied one spatial axis at a time:
+``dx = dy x_1 M_1^T x_2 M_2^T ...`` where ``M_k`` is that axis's [resized, original] weight
+matrix, stored as index/weight pairs.
+"""
+import numpy as np
+
+from .. import _conv, _resample as rs
+from ..registry import CONV2D_BACKPROP_INPUT, KernelConfig, register_kernel
+
+F32 = np.float32
+BACKEND = "numpy"
+
+
+def _tf_scale(in_size, out_size, align):
+    # TF CalculateResizeScale; TF 2.21's grads use in/out when in == 1 (SPEC.md 1).
+    if align and out_size > 1 and in_size != 1:
+        return F32(in_size - 1) / F32(out_size - 1)
+    return F32(in_size) / F32(out_size)
+
+
+def _roundf(s):
+    """C roundf (halves away from zero), exact: done in float64 on float32 values."""
+    s = s.astype(np.float64)
+    return np.sign(s) * np.floor(np.abs(s) + 0.5)
+
+
+def axis_taps(axis):
+    """[(index array, float32 weight array)] for one axis: one pair per tap."""
+    I, O, rule = axis.in_size, axis.out_size, axis.rule
+    x = np.arange(O, dtype=F32)
+    half = F32(0.5)
+    if rule in (rs.NN_HALF, rs.NN_ALIGN, rs.NN_ASYM, rs.NN_ALIGN_HALF):
+        scale = _tf_scale(I, O, rule in (rs.NN_ALIGN, rs.NN_ALIGN_HALF))
+        if rule == rs.NN_HALF:
+            idx = np.floor((x + half) * scale)
+        elif rule == rs.NN_ASYM:
+            idx = np.floor(x * scale)
+        elif rule == rs.NN_ALIGN:
+            idx = _roundf(x * scale)
+        else:
+            idx = _roundf((x + half) * scale)
+        idx = np.minimum(idx.astype(np.int64), I - 1)
+        return [(idx, np.ones(O, dtype=F32))]
+    if rule in (rs.LIN_ORT_HALF, rs.LIN_ORT_ALIGN):
+        if rule == rs.LIN_ORT_ALIGN:
+            scale = F32(I - 1) / F32(O - 1) if O > 1 else F32(0)
+            s = scale * x
+        else:
+            scale = F32(1) / F32(axis.ort_scale) if axis.ort_scale > 0 else F32(I) / F32(O)
+            s = np.maximum(scale * (x + half) - half, F32(0))
+        i0 = np.minimum(s.astype(np.int64), I - 1)
+        i1 = np.where(i0 < I - 1, i0 + 1, i0)
+        l1 = s - i0.astype(F32)
+        return [(i0, F32(1) - l1), (i1, l1)]
+    scale = _tf_scale(I, O, rule == rs.LIN_TF_ALIGN)
+    if rule == rs.LIN_TF_HALF or (rule == rs.LIN_PT_HALF and O > 1):
+        s = (x + half) * scale - half
+    elif rule == rs.LIN_PT_HALF:
+        s = np.zeros(O, dtype=F32)
+    else:
+        s = x * scale
+    fl = np.floor(s)
+    lo = np.maximum(fl.astype(np.int64), 0)
+    hi = np.minimum(np.ceil(s).astype(np.int64), I - 1)
+    lerp = s - fl
+    return [(lo, F32(1) - lerp), (hi, lerp)]
+
+
+def _apply_axis(data, axis_pos, in_size, taps, weigh=True):
+    """Sum ``data`` along ``axis_pos`` into ``in_size`` slots: out[idx[x]] += data[x] * w[x]."""
+    moved = np.moveaxis(data, axis_pos, 0)
+    rest = moved.shape[1:]
+    flat = moved.reshape(moved.shape[0], -1)
+    out = np.zeros((in_size, flat.shape[1]), dtype=flat.dtype)
+    if flat.size:
+        for idx, w in taps:
+            _segment_add(out, idx, flat * w.astype(np.float64)[:, None] if weigh else flat)
+    return np.moveaxis(out.reshape((in_size,) + rest), 0, axis_pos)
+
+
+def _segment_add(out, idx, contrib):
+    order = np.argsort(idx, kind="stable")
+    sidx = idx[order]
+    starts = np.flatnonzero(np.r_[True, sidx[1:] != sidx[:-1]])
+    out[sidx[starts]] += np.add.reduceat(contrib[order], starts, axis=0)
+
+
+def resample(problem, absolute=False):
+    """Reference result of any resize-type problem. ``absolute=True`` applies the same
+    backward to |dy| (the conformance metric's magnitude sum, SPEC.md 6)."""
+    if problem.empty:
+        return np.zeros(problem.out_shape, dtype=problem.out_dtype)
+    integer = problem.dy.dtype.kind in "iu"
+    data = problem.dy.astype(np.int64 if integer else np.float64)
+    if absolute:
+        data = np.abs(data)
+    first = 1 if problem.channels_last else 2
+    for k, axis in enumerate(problem.axes):
+        data = _apply_axis(data, first + k, axis.in_size, axis_taps(axis), weigh=not integer)
+    return data.astype(problem.out_dtype)  # integers wrap like TF's int8/int32 sums
+
+
+def conv_backprop_input(problem, absolute=False):
+    """dx[n, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, ci] += dy[n, oy, ox, co] * w[ky, kx, ci, co]."""
+    p = problem
+    if p.empty:
+        return np.zeros(p.out_shape, dtype=p.dtype)
+    dy = p.dy.astype(np.float64)
+    w = p.filter.astype(np.float64)
+    if absolute:
+        dy, w = np.abs(dy), np.abs(w)
+    if not p.channels_last:
+        dy = dy.transpose(0, 2, 3, 1)
+    # a padded canvas large enough for every position a tap can reach, cropped at the end
+    hp = max(p.H + p.pad_top, (p.OH - 1) * p.sh + (p.fh - 1) * p.dh + 1)
+    wp = max(p.W + p.pad_left, (p.OW - 1) * p.sw + (p.fw - 1) * p.dw + 1)
+    canvas = np.zeros((p.N, hp, wp, p.C), dtype=np.float64)
+    for ky in range(p.fh):
+        for kx in range(p.fw):
+            y0, x0 = ky * p.dh, kx * p.dw
+            canvas[:, y0:y0 + (p.OH - 1) * p.sh + 1:p.sh, x0:x0 + (p.OW - 1) * p.sw + 1:p.sw, :] += \
+                dy @ w[ky, kx].T
+    dx = canvas[:, p.pad_top:p.pad_top + p.H, p.pad_left:p.pad_left + p.W, :]
+    if not p.channels_last:
+        dx = dx.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(dx).astype(p.dtype)
+
+
+def _resample_kernel(parser):
+    def kernel_func(inputs, attrs):
+        return resample(parser(inputs, attrs))
+    return kernel_func
+
+
+def _conv_kernel(inputs, attrs):
+    return conv_backprop_input(_conv.conv_problem(inputs, attrs))
+
+
+for _name, _parser in rs.PARSERS.items():
+    register_kernel(KernelConfig(_name, BACKEND, _resample_kernel(_parser)))
+register_kernel(KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, _conv_kernel))

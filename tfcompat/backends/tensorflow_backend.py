@@ -1,0 +1,182 @@
+"""The ``tensorflow`` backend: the five kernels delegating to TensorFlow's own ops.
+
+TensorFlow is imported on the first call, never on ``import tfcompat``. Ops run where TF
+places them (a GPU when TF has one) unless :func:`on_device` says otherwise.
+
+* ResizeBilinearGrad / ResizeNearestNeighborGrad / Conv2DBackpropInput: TF's raw grad ops.
+* InterpolateBackward: the raw grad op for 2-D channels-last; otherwise the gradient, taken
+  with ``tf.GradientTape``, of a chain of one-axis resizes (each a 2-D TF resize whose other
+  axis is resized to its own size, which is the identity in every TF mapping).
+* ResizeGrad: TF's half-pixel / align-corners bilinear grad, which is ORT's mapping whenever
+  ORT's scale equals TF's size ratio; other ``scales`` raise ``NotImplementedError``.
+"""
+import contextlib
+
+import numpy as np
+
+from .. import _checks as ck, _conv, _resample as rs
+from ..registry import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
+                        RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, KernelConfig, register_kernel)
+
+BACKEND = "tensorflow"
+_device = None
+
+
+def _tf():
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        raise ImportError("the 'tensorflow' backend needs TensorFlow: pip install "
+                          "'tfcompat[tf]' (tensorflow-cpu)") from exc
+    return tf
+
+
+@contextlib.contextmanager
+def on_device(device):
+    """Run this backend's kernels under ``tf.device(device)`` (e.g. '/CPU:0', '/GPU:0')."""
+    global _device
+    old, _device = _device, device
+    try:
+        yield
+    finally:
+        _device = old
+
+
+def _scope(tf):
+    return tf.device(_device) if _device else contextlib.nullcontext()
+
+
+def _to_numpy(t, dtype):
+    return np.asarray(t.numpy()).astype(dtype, copy=False)
+
+
+_TF_LINEAR = {rs.LIN_TF_HALF: (False, True), rs.LIN_TF_ALIGN: (True, False),
+              rs.LIN_TF_ASYM: (False, False)}
+_TF_NEAREST = {rs.NN_HALF: (False, True), rs.NN_ALIGN: (True, False), rs.NN_ASYM: (False, False),
+               rs.NN_ALIGN_HALF: (True, True)}
+
+
+def _raw_resize_grad(tf, problem, dy_nhwc, align, half):
+    if problem.linear:
+        img = tf.zeros((problem.batch,) + tuple(a.in_size for a in problem.axes)
+                       + (problem.channels,), dtype=tf.as_dtype(problem.out_dtype))
+        return tf.raw_ops.ResizeBilinearGrad(grads=dy_nhwc, original_image=img,
+                                             align_corners=align, half_pixel_centers=half)
+    return tf.raw_ops.ResizeNearestNeighborGrad(
+        grads=dy_nhwc, size=[a.in_size for a in problem.axes], align_corners=align,
+        half_pixel_centers=half)
+
+
+def _tf_pair(problem):
+    tf = _tf()
+    if problem.linear and problem.dy.dtype != ck.FLOAT32:
+        raise NotImplementedError("TF's ResizeBilinearGrad takes float32 grads only")
+    align, half = (_TF_LINEAR if problem.linear else _TF_NEAREST)[problem.axes[0].rule]
+    with _scope(tf):
+        out = _raw_resize_grad(tf, problem, tf.constant(problem.dy), align, half)
+    return _to_numpy(out, problem.out_dtype)
+
+
+def _axis_rule(axis):
+    if axis.rule == rs.LIN_PT_HALF:
+        if axis.out_size == 1 and axis.in_size > 1:
+            raise NotImplementedError("pytorch_half_pixel with a resized size of 1 has no TF op")
+        return True, _TF_LINEAR[rs.LIN_TF_HALF]
+    if axis.linear:
+        return True, _TF_LINEAR[axis.rule]
+    if axis.rule == rs.NN_ALIGN_HALF:
+        raise NotImplementedError("align_corners with half_pixel nearest has no TF forward op")
+    return False, _TF_NEAREST[axis.rule]
+
+
+def _interpolate(problem):
+    tf = _tf()
+    rules = [_axis_rule(a) for a in problem.axes]
+    dtype = tf.as_dtype(problem.compute_dtype if problem.out_dtype in ck.HALF_DTYPES
+                        else problem.out_dtype)
+    with _scope(tf):
+        if (len(problem.axes) == 2 and problem.channels_last and problem.dy.dtype == ck.FLOAT32
+                and problem.axes[0].rule == problem.axes[1].rule
+                and problem.axes[0].rule != rs.LIN_PT_HALF):
+            align, half = rules[0][1]
+            out = _raw_resize_grad(tf, problem, tf.constant(problem.dy), align, half)
+            return _to_numpy(out, problem.out_dtype)
+        x = tf.zeros(problem.out_shape, dtype=dtype)
+        first = 1 if problem.channels_last else 2
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x
+            for k, (axis, (linear, (align, half))) in enumerate(zip(problem.axes, rules)):
+                shape = y.shape.as_list()
+                pos = first + k
+                before = int(np.prod(shape[:pos]))
+                after = int(np.prod(shape[pos + 1:]))
+                y4 = tf.reshape(y, (before, shape[pos], after, 1))
+                size = (axis.out_size, after)
+                if linear:
+                    y4 = tf.compat.v1.image.resize_bilinear(y4, size, align_corners=align,
+                                                            half_pixel_centers=half)
+                else:
+                    y4 = tf.compat.v1.image.resize_nearest_neighbor(
+                        y4, size, align_corners=align, half_pixel_centers=half)
+                shape[pos] = axis.out_size
+                y = tf.reshape(tf.cast(y4, dtype), shape)
+        g = tape.gradient(y, x, output_gradients=tf.constant(problem.dy.astype(
+            problem.compute_dtype if problem.dy.dtype in ck.HALF_DTYPES else problem.dy.dtype)))
+    return _to_numpy(g, problem.out_dtype)
+
+
+def _resize_grad(problem):
+    tf = _tf()
+    for a in problem.axes:
+        if a.ort_scale > 0 and a.rule == rs.LIN_ORT_HALF and \
+                np.float32(1) / np.float32(a.ort_scale) != np.float32(a.in_size) / np.float32(a.out_size):
+            raise NotImplementedError("ORT scales that differ from the size ratio have no TF op")
+    align = problem.axes[0].rule == rs.LIN_ORT_ALIGN
+    dy = np.ascontiguousarray(problem.dy.transpose(0, 2, 3, 1), dtype=np.float32)
+    with _scope(tf):
+        img = tf.zeros((problem.batch,) + tuple(a.in_size for a in problem.axes)
+                       + (problem.channels,), dtype=tf.float32)
+        out = tf.raw_ops.ResizeBilinearGrad(grads=tf.constant(dy), original_image=img,
+                                            align_corners=align, half_pixel_centers=not align)
+    return _to_numpy(out, np.float64).transpose(0, 3, 1, 2).astype(problem.out_dtype)
+
+
+def _conv_grad(problem):
+    tf = _tf()
+    p = problem
+    eff_h, eff_w = (p.fh - 1) * p.dh + 1, (p.fw - 1) * p.dw + 1
+    pb = max(0, (p.OH - 1) * p.sh + eff_h - p.H - p.pad_top)
+    pr = max(0, (p.OW - 1) * p.sw + eff_w - p.W - p.pad_left)
+    if p.channels_last:
+        pads = [0, 0, p.pad_top, pb, p.pad_left, pr, 0, 0]
+        strides, dil = [1, p.sh, p.sw, 1], [1, p.dh, p.dw, 1]
+    else:
+        pads = [0, 0, 0, 0, p.pad_top, pb, p.pad_left, pr]
+        strides, dil = [1, 1, p.sh, p.sw], [1, 1, p.dh, p.dw]
+    with _scope(tf):
+        out = tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=list(p.out_shape), filter=tf.constant(p.filter),
+            out_backprop=tf.constant(p.dy), strides=strides, padding="EXPLICIT",
+            explicit_paddings=pads, data_format="NHWC" if p.channels_last else "NCHW",
+            dilations=dil)
+    return _to_numpy(out, p.dtype)
+
+
+def _wrap(parser, run):
+    def kernel_func(inputs, attrs):
+        problem = parser(inputs, attrs)
+        if problem.empty:
+            return np.zeros(problem.out_shape, dtype=problem.out_dtype)
+        return run(problem)
+    return kernel_func
+
+
+register_kernel(KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND,
+                             _wrap(rs.resize_bilinear_grad_problem, _tf_pair)))
+register_kernel(KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND,
+                             _wrap(rs.resize_nearest_neighbor_grad_problem, _tf_pair)))
+register_kernel(KernelConfig(INTERPOLATE_BACKWARD, BACKEND,
+                             _wrap(rs.interpolate_backward_problem, _interpolate)))
+register_kernel(KernelConfig(RESIZE_GRAD, BACKEND, _wrap(rs.resize_grad_problem, _resize_grad)))
+register_kernel(KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, _wrap(_conv.conv_problem, _conv_grad)))
