@@ -108,7 +108,7 @@ def check_attrs(attrs, name, known):
 
 
 def get_input(inputs, key, kernel, required=True):
-    if key not in inputs or inputs[key] is None:
+    if key not in inputs or (not required and inputs[key] is None):
         if required:
             raise ValueError(f"{kernel}: missing input {key!r}; got inputs {sorted(inputs)}")
         return None

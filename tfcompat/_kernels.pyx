@@ -228,16 +228,13 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
     cdef Py_ssize_t iz = (row // Iy) % Iz
     cdef Py_ssize_t iy = row % Iy
     cdef real_acc* dst = dx + row * Ix * C
-    cdef real_acc* dlo
-    cdef real_acc* dhi
     cdef const real_src* src
     cdef const real_src* s
-    cdef Py_ssize_t gz, gy, x, c, k, a, q, nr
+    cdef Py_ssize_t gz, gy, x, a, q, nr
     cdef float wz[2]
     cdef float wy[2]
     cdef float wr[4]
-    cdef float w, wl, wh
-    cdef real_src v
+    cdef float wl, wh
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         wz[0] = t.z_w0[gz]
@@ -254,16 +251,56 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             for x in range(Ox):
                 s = src + x * C
-                dlo = dst + x_lo[x] * C
-                dhi = dst + x_hi[x] * C
                 wl = x_wlo[x]
                 wh = x_whi[x]
-                for k in range(nr):
-                    w = wr[k]
-                    for c in range(C):
-                        v = s[c] * w
-                        dlo[c] += <real_acc>(v * wl)
-                        dhi[c] += <real_acc>(v * wh)
+                if x_lo[x] == x_hi[x]:
+                    # both x taps land on one element: one read-modify-write, terms in TF order
+                    _both_taps(dst + x_lo[x] * C, s, C, wr, nr, wl, wh)
+                else:
+                    _one_tap(dst + x_lo[x] * C, s, C, wr, nr, wl)
+                    _one_tap(dst + x_hi[x] * C, s, C, wr, nr, wh)
+
+
+cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, float* wr, Py_ssize_t nr,
+                          float wx) noexcept nogil:
+    """d[c] += (s[c] * wr[k]) * wx for k = 0..nr-1, in that order."""
+    cdef Py_ssize_t c, k
+    cdef float w0 = wr[0], w1 = wr[1]
+    if nr == 1:
+        for c in range(C):
+            d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
+    elif nr == 2:
+        for c in range(C):
+            d[c] = (d[c] + <real_acc>((s[c] * w0) * wx)) + <real_acc>((s[c] * w1) * wx)
+    else:
+        for k in range(nr):
+            w0 = wr[k]
+            for c in range(C):
+                d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
+
+
+cdef inline void _both_taps(real_acc* d, const real_src* s, Py_ssize_t C, float* wr,
+                            Py_ssize_t nr, float wl, float wh) noexcept nogil:
+    """For k = 0..nr-1: d[c] += (s[c]*wr[k])*wl, then d[c] += (s[c]*wr[k])*wh."""
+    cdef Py_ssize_t c, k
+    cdef float w0 = wr[0], w1 = wr[1]
+    cdef real_src v0, v1
+    if nr == 1:
+        for c in range(C):
+            v0 = s[c] * w0
+            d[c] = (d[c] + <real_acc>(v0 * wl)) + <real_acc>(v0 * wh)
+    elif nr == 2:
+        for c in range(C):
+            v0 = s[c] * w0
+            v1 = s[c] * w1
+            d[c] = (((d[c] + <real_acc>(v0 * wl)) + <real_acc>(v0 * wh))
+                    + <real_acc>(v1 * wl)) + <real_acc>(v1 * wh)
+    else:
+        for k in range(nr):
+            w0 = wr[k]
+            for c in range(C):
+                v0 = s[c] * w0
+                d[c] = (d[c] + <real_acc>(v0 * wl)) + <real_acc>(v0 * wh)
 
 
 def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,

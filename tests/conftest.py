@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+
+import tfcompat
+from tfcompat import _checks as ck
+
+# SPEC.md section 6: per-dtype tolerances of |got - ref| / S, S = the backward of |dy| (and |w|).
+TOL = {ck.FLOAT64: 1e-12, ck.FLOAT32: 2e-6, ck.FLOAT16: 2e-3, ck.BFLOAT16: 1.6e-2}
+CONV_TOL = {**TOL, ck.FLOAT32: 1e-5}
+TINY = 1e-30
+
+BACKENDS = ("cython", "numpy")
+
+
+def tf_or_skip():
+    return pytest.importorskip("tensorflow", reason="TensorFlow is not installed: "
+                               "pip install -e '.[tf]' to run the comparisons with TF")
+
+
+def assert_close(got, ref, scale, dtype, tol=TOL, what=""):
+    """|got - ref| <= tol[dtype] * scale + tiny, element-wise (SPEC.md 6)."""
+    got = np.asarray(got).astype(np.float64)
+    ref = np.asarray(ref).astype(np.float64)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    err = np.abs(got - ref)
+    bound = tol[np.dtype(dtype)] * np.asarray(scale, dtype=np.float64) + TINY
+    bad = ~(err <= bound)
+    if bad.any():
+        i = np.unravel_index(np.argmax(np.where(bad, err - bound, -np.inf)), err.shape)
+        raise AssertionError(f"{what}: {int(bad.sum())} elements out of tolerance; worst at {i}: "
+                             f"got {got[i]!r}, ref {ref[i]!r}, scale {np.asarray(scale)[i]!r}")
+
+
+def assert_bitwise(got, ref, what=""):
+    got, ref = np.asarray(got), np.asarray(ref)
+    assert got.dtype == ref.dtype and got.shape == ref.shape, (got.dtype, ref.dtype, got.shape,
+                                                              ref.shape)
+    if not np.array_equal(np.ascontiguousarray(got).view(np.uint8),
+                          np.ascontiguousarray(ref).view(np.uint8)):
+        d = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        i = np.unravel_index(np.nanargmax(d), d.shape)
+        raise AssertionError(f"{what}: not bitwise equal; worst at {i}: {got[i]!r} vs {ref[i]!r}")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    yield
+    tfcompat.set_num_threads(None)

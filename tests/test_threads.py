@@ -1,0 +1,77 @@
+"""Results must not depend on the number of threads: bitwise equality for 1, 2, 3, 4 and 8."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tfcompat as T
+
+THREADS = (1, 2, 3, 4, 8)
+
+
+def _same_for_all_thread_counts(fn):
+    outs = []
+    for n in THREADS:
+        T.set_num_threads(n)
+        outs.append(fn())
+    for n, o in zip(THREADS[1:], outs[1:]):
+        assert o.dtype == outs[0].dtype
+        assert np.array_equal(np.ascontiguousarray(o).view(np.uint8),
+                              np.ascontiguousarray(outs[0]).view(np.uint8)), f"{n} threads differ"
+
+
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_resize_bilinear_threads(align, half, dtype, rng):
+    dy = rng.standard_normal((3, 37, 29, 5)).astype(np.float32)
+    img = np.zeros((3, 13, 41, 5), dtype)
+    _same_for_all_thread_counts(lambda: T.resize_bilinear_grad(dy, img, align_corners=align,
+                                                               half_pixel_centers=half))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int32, ml_dtypes.bfloat16])
+def test_resize_nearest_threads(dtype, rng):
+    dy = (rng.standard_normal((3, 37, 29, 5)) * 10).astype(dtype)
+    _same_for_all_thread_counts(lambda: T.resize_nearest_neighbor_grad(dy, [13, 11],
+                                                                       half_pixel_centers=True))
+
+
+@pytest.mark.parametrize("mode,rank,fmt", [("linear", 1, "NXC"), ("linear", 3, "NCX"),
+                                           ("trilinear", 3, "NXC"), ("nearest", 3, "NCX"),
+                                           ("bilinear", 2, "NCX")])
+def test_interpolate_threads(mode, rank, fmt, rng):
+    in_sp, out_sp = (5, 9, 4)[:rank], (11, 4, 9)[:rank]
+    shape = lambda sp: (2,) + sp + (3,) if fmt == "NXC" else (2, 3) + sp  # noqa: E731
+    dy = rng.standard_normal(shape(out_sp)).astype(np.float32)
+    src = np.zeros(shape(in_sp), np.float32)
+    _same_for_all_thread_counts(lambda: T.interpolate_backward(src, dy, mode=mode, data_format=fmt))
+
+
+def test_resize_grad_threads(rng):
+    dy = rng.standard_normal((2, 3, 17, 11)).astype(np.float32)
+    x = np.zeros((2, 3, 7, 5), np.float32)
+    _same_for_all_thread_counts(lambda: T.resize_grad(dy, x, scales=[1, 1, 2.5, 2.3]))
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+def test_conv_threads(fmt, rng):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    w = rng.standard_normal((3, 3, 8, 16)).astype(np.float32)
+    dy = rng.standard_normal((3, 16, 16, 16) if fmt == "NCHW" else (3, 16, 16, 16)).astype(np.float32)
+    sizes = [3, 8, 31, 31] if fmt == "NCHW" else [3, 31, 31, 8]
+    run = lambda: T.conv2d_backprop_input(sizes, w, dy, strides=[1, 1, 2, 2] if fmt == "NCHW"  # noqa: E731
+                                          else [1, 2, 2, 1], padding="SAME", data_format=fmt)
+    # the GEMM runs in BLAS; pin its threads so only our OpenMP col2im varies
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        _same_for_all_thread_counts(run)
+    # and BLAS's own thread count does not change the result either (it splits the output)
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        a = run()
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        b = run()
+    assert np.array_equal(a, b)
+
+
+def test_omp_num_threads_env(monkeypatch):
+    T.set_num_threads(None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert T.get_num_threads() == 3
