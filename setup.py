@@ -78,7 +78,8 @@ ext = Extension(
     "tfcompat._kernels",
     ["tfcompat/_kernels.pyx"],
     include_dirs=[np.get_include()],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    + ([("TFCOMPAT_CHECK_BOUNDS", "1")] if bounds else []),
     extra_compile_args=compile_args,
     extra_link_args=link_args,
 )

@@ -31,6 +31,36 @@ cdef extern from *:
     """
     int TFCOMPAT_HAVE_OPENMP
 
+cdef extern from *:
+    """
+    /* Index checks for the bounds-checked debug build (TFCOMPAT_BOUNDSCHECK=1): the hot loops
+       use raw pointers, which Cython's boundscheck does not see. A failed check sets a flag
+       that the Python wrapper turns into an IndexError; normal builds compile them away. */
+    #ifdef TFCOMPAT_CHECK_BOUNDS
+    static volatile int tfc_oob = 0;
+    #define TFC_CHECK(c) do { if (!(c)) tfc_oob = 1; } while (0)
+    #define TFC_CHECKS_ON 1
+    #else
+    static volatile int tfc_oob = 0;
+    #define TFC_CHECK(c) ((void)0)
+    #define TFC_CHECKS_ON 0
+    #endif
+    static int tfc_take_oob(void) { int v = tfc_oob; tfc_oob = 0; return v; }
+    """
+    void TFC_CHECK(bint) noexcept nogil
+    int tfc_take_oob() noexcept nogil
+    int TFC_CHECKS_ON
+
+
+def index_checks_enabled():
+    """True in the bounds-checked debug build (TFCOMPAT_BOUNDSCHECK=1)."""
+    return bool(TFC_CHECKS_ON)
+
+
+cdef inline void _raise_if_out_of_range(str kernel) except *:
+    if tfc_take_oob():
+        raise IndexError(f"{kernel}: a kernel index was out of range (bounds-checked build)")
+
 
 def openmp_enabled():
     """True when this extension was compiled with OpenMP."""
@@ -237,9 +267,11 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
     cdef float wl, wh
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
+        TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
         wz[0] = t.z_w0[gz]
         wz[1] = t.z_w1[gz]
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+            TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
             wy[0] = t.y_w0[gy]
             wy[1] = t.y_w1[gy]
             nr = 0
@@ -253,6 +285,7 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                 s = src + x * C
                 wl = x_wlo[x]
                 wh = x_whi[x]
+                TFC_CHECK(0 <= x_lo[x] < Ix and 0 <= x_hi[x] < Ix)
                 if x_lo[x] == x_hi[x]:
                     # both x taps land on one element: one read-modify-write, terms in TF order
                     _both_taps(dst + x_lo[x] * C, s, C, wr, nr, wl, wh)
@@ -325,9 +358,12 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
     cdef const int32_t* phi = &x_hi[0]
     cdef const float* pwl = &x_wlo[0]
     cdef const float* pwh = &x_whi[0]
+    TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
+    TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_lo.shape[0] == Ox)
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
             _linear_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl, pwh)
+    _raise_if_out_of_range("linear_backward")
 
 
 cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
@@ -345,8 +381,10 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
     memset(dst, 0, Ix * C * sizeof(nn_t))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+            TFC_CHECK(0 <= t.z_src[gz] < Oz and 0 <= t.y_src[gy] < Oy)
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             for x in range(Ox):
+                TFC_CHECK(0 <= x_idx[x] < Ix)
                 s = src + x * C
                 d = dst + x_idx[x] * C
                 for c in range(C):
@@ -368,9 +406,12 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
     cdef const nn_t* pdy = &dy[0]
     cdef nn_t* pdx = &dx[0]
     cdef const int32_t* pidx = &x_idx[0]
+    TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
+    TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_idx.shape[0] == Ox)
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
             _nearest_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, pidx)
+    _raise_if_out_of_range("nearest_backward")
 
 
 # ---------------------------------------------------------------------------------------
@@ -422,10 +463,12 @@ cdef void _col2im_gather(const real_acc* cols, real_acc* dx, Py_ssize_t row,
     cdef const real_acc* s
     memset(dst, 0, W * C * sizeof(real_acc))
     for gh in range(h_off[iy], h_off[iy + 1]):
+        TFC_CHECK(0 <= h_out[gh] < OH and 0 <= h_tap[gh] < ncol // (fw * C))
         src = cols + (n * OH + h_out[gh]) * OW * ncol + h_tap[gh] * fw * C
         for ix in range(W):
             d = dst + ix * C
             for gw in range(w_off[ix], w_off[ix + 1]):
+                TFC_CHECK(0 <= w_out[gw] < OW and 0 <= w_tap[gw] < fw)
                 s = src + w_out[gw] * ncol + w_tap[gw] * C
                 for c in range(C):
                     d[c] += s[c]
@@ -451,7 +494,10 @@ def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
     cdef const int32_t* pwo = &w_off[0]
     cdef const int32_t* pwu = &w_out[0] if w_out.shape[0] else NULL
     cdef const int32_t* pwt = &w_tap[0] if w_tap.shape[0] else NULL
+    TFC_CHECK(cols.shape[0] == N * OH * OW * ncol and dx.shape[0] == nrows * W * C)
+    TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
             _col2im_gather(pc, pdx, row, H, W, C, OH, OW, fw, ncol,
                            pho, phu, pht, pwo, pwu, pwt)
+    _raise_if_out_of_range("col2im_nhwc")
