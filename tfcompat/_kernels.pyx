@@ -263,7 +263,7 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
     cdef Py_ssize_t gz, gy, x, a, q, nr
     cdef float wz[2]
     cdef float wy[2]
-    cdef float wr[4]
+    cdef real_src wr[4]   # row weights in the data's precision (float: TF's rounding)
     cdef float wl, wh
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
@@ -278,7 +278,7 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
             for a in range(t.z_cnt[gz]):
                 for q in range(t.y_cnt[gy]):
                     # 2-D: the z weight is exactly 1.0f, so wr is the y weight bit for bit.
-                    wr[nr] = wz[a] * wy[q]
+                    wr[nr] = <real_src>wz[a] * <real_src>wy[q]
                     nr = nr + 1
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             for x in range(Ox):
@@ -294,11 +294,11 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                     _one_tap(dst + x_hi[x] * C, s, C, wr, nr, wh)
 
 
-cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, float* wr, Py_ssize_t nr,
-                          float wx) noexcept nogil:
+cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
+                          Py_ssize_t nr, real_src wx) noexcept nogil:
     """d[c] += (s[c] * wr[k]) * wx for k = 0..nr-1, in that order."""
     cdef Py_ssize_t c, k
-    cdef float w0 = wr[0], w1 = wr[1]
+    cdef real_src w0 = wr[0], w1 = wr[1]
     if nr == 1:
         for c in range(C):
             d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
@@ -312,11 +312,11 @@ cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, float* w
                 d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
 
 
-cdef inline void _both_taps(real_acc* d, const real_src* s, Py_ssize_t C, float* wr,
-                            Py_ssize_t nr, float wl, float wh) noexcept nogil:
+cdef inline void _both_taps(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
+                            Py_ssize_t nr, real_src wl, real_src wh) noexcept nogil:
     """For k = 0..nr-1: d[c] += (s[c]*wr[k])*wl, then d[c] += (s[c]*wr[k])*wh."""
     cdef Py_ssize_t c, k
-    cdef float w0 = wr[0], w1 = wr[1]
+    cdef real_src w0 = wr[0], w1 = wr[1]
     cdef real_src v0, v1
     if nr == 1:
         for c in range(C):

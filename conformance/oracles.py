@@ -1,0 +1,305 @@
+"""Inputs for a case, and the oracles: TensorFlow (raw grad op and GradientTape through the
+forward op), PyTorch (for ORT ``scales`` and as the CUDA oracle when TF lists no GPU), ORT's
+published vectors, and the float64 NumPy reference (the magnitude sums of the metric)."""
+import zlib
+
+import ml_dtypes
+import numpy as np
+
+from tfcompat import _conv, _resample as rs
+from tfcompat.backends import numpy_backend
+
+from .cases import INTERP_T, TF_FLAGS
+
+NP_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+             "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+             "u8": np.dtype(np.uint8), "i8": np.dtype(np.int8), "i32": np.dtype(np.int32)}
+HALF = ("f16", "bf16")
+
+# ORT's ResizeGrad test vectors (SPEC.md section 4), keyed by case id.
+ORT_VECTORS = {
+    "ortrg_b1_i4x4_o6x6_c1_thp_sc1.7x1.7_f32": {
+        0: [2.7128, 2.9550, 2.7612, 1.4533], -1: [1.4533, 1.5830, 1.4792, 0.7785]},
+    "ortrg_b1_i4x4_o8x8_c1_thp_f32": {0: [4.0] * 4, -1: [4.0] * 4},
+    "ortrg_b1_i4x4_o8x8_c1_tac_f32": {0: [2.9388, 3.9184, 3.9184, 2.9388],
+                                       1: [3.9184, 5.2245, 5.2245, 3.9184]},
+}
+
+
+class Unsupported(Exception):
+    """The oracle has no op for this case (the report says which oracle was used instead)."""
+
+
+def _rng(case):
+    return np.random.default_rng(zlib.crc32(case.id.encode()))
+
+
+def _data(rng, shape, dtype):
+    if dtype.kind in "iu":
+        lo, hi = (0, 200) if dtype.kind == "u" else (-100, 100)
+        return rng.integers(lo, hi, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def materialize(case):
+    """(inputs, attrs) in the registry's tfjs form for ``case``, with seeded data."""
+    rng = _rng(case)
+    dt = NP_DTYPES[case.dtype]
+    if case.op in ("rbg", "rnn"):
+        align, half = TF_FLAGS[case.t]
+        dy_dt = np.dtype(np.float32) if case.op == "rbg" else dt
+        dy = _data(rng, (case.b,) + case.o + (case.c,), dy_dt)
+        images = np.zeros((case.b,) + case.i + (case.c,), dt)
+        return {"dy": dy, "images": images}, {"alignCorners": align, "halfPixelCenters": half}
+    if case.op == "conv":
+        nhwc = case.l == "nhwc"
+        x_shape = (case.b,) + case.i + (case.c,) if nhwc else (case.b, case.c) + case.i
+        w = _data(rng, case.k + (case.c, case.oc), dt)
+        pad = case.p.lower() if case.p in ("SAME", "VALID") else None
+        if pad is None:
+            t, b_, l_, r = (int(v) for v in case.p[1:].split("."))
+            pad = [[0, 0], [t, b_], [l_, r], [0, 0]] if nhwc else [[0, 0], [0, 0], [t, b_], [l_, r]]
+        attrs = {"inputShape": list(x_shape), "strides": list(case.s), "pad": pad,
+                 "dataFormat": "NHWC" if nhwc else "NCHW", "dilations": list(case.d)}
+        probe = _conv.conv_problem({"dy": np.zeros(_dy_shape_guess(case, x_shape, attrs), dt),
+                                    "filter": w}, attrs)
+        dy_shape = (case.b, probe.OH, probe.OW, case.oc) if nhwc else (case.b, case.oc, probe.OH, probe.OW)
+        return {"dy": _data(rng, dy_shape, dt), "filter": w}, attrs
+    if case.op == "interp":
+        nxc = case.l == "nxc"
+        shape = (lambda sp: (case.b,) + sp + (case.c,)) if nxc else (lambda sp: (case.b, case.c) + sp)
+        return ({"src": np.zeros(shape(case.i), dt), "diff_dst": _data(rng, shape(case.o), dt)},
+                {"mode": case.m, "coordinate_transformation_mode": INTERP_T[case.t],
+                 "data_format": case.l.upper()})
+    if case.op == "ortrg":
+        dy_shape = (case.b, case.c) + case.o
+        dy = np.ones(dy_shape, dt) if case.id in ORT_VECTORS else _data(rng, dy_shape, dt)
+        inputs = {"dY": dy, "X": np.zeros((case.b, case.c) + case.i, dt)}
+        if case.sc:
+            inputs["scales"] = np.array([1.0, 1.0, *case.sc], np.float32)
+        return inputs, {"mode": "linear", "coordinate_transformation_mode":
+                        "align_corners" if case.t == "ac" else "half_pixel"}
+    raise ValueError(case.op)
+
+
+def _dy_shape_guess(case, x_shape, attrs):
+    """dy's shape from SPEC.md section 3's size arithmetic (conv_problem then re-checks it)."""
+    eff = [(k - 1) * d + 1 for k, d in zip(case.k, case.d)]
+    pads = attrs["pad"]
+    outs = []
+    for ax, (i, s, e) in enumerate(zip(case.i, case.s, eff)):
+        if pads == "same":
+            outs.append(-(-i // s))
+        elif pads == "valid":
+            outs.append((i - e + s) // s)
+        else:
+            pb, pa = pads[1 + ax] if case.l == "nhwc" else pads[2 + ax]
+            outs.append((i + pb + pa - e) // s + 1)
+    if case.l == "nhwc":
+        return (case.b, *outs, case.oc)
+    return (case.b, case.oc, *outs)
+
+
+def problem_of(case, inputs, attrs):
+    if case.op == "conv":
+        return _conv.conv_problem(inputs, attrs)
+    return rs.PARSERS[case.kernel_name](inputs, attrs)
+
+
+def magnitude(case, inputs, attrs):
+    """S of SPEC.md section 6: the same backward applied to |dy| (and |filter|), in float64."""
+    p = problem_of(case, inputs, attrs)
+    if case.op == "conv":
+        return numpy_backend.conv_backprop_input(p, absolute=True).astype(np.float64)
+    return numpy_backend.resample(p, absolute=True).astype(np.float64)
+
+
+def numpy_reference(case, inputs, attrs):
+    p = problem_of(case, inputs, attrs)
+    if case.op == "conv":
+        return numpy_backend.conv_backprop_input(p)
+    return numpy_backend.resample(p)
+
+
+# ------------------------------------------------------------------------------------------
+# TensorFlow
+# ------------------------------------------------------------------------------------------
+
+def tf_module():
+    import tensorflow as tf
+    return tf
+
+
+def _f32_if_half(a):
+    return a.astype(np.float32) if a.dtype in (NP_DTYPES["f16"], NP_DTYPES["bf16"]) else a
+
+
+def tf_raw(case, inputs, attrs, device):
+    """TF's raw grad op (half types computed in float32 on the same values)."""
+    tf = tf_module()
+    with tf.device(device):
+        if case.op == "rbg":
+            img = _f32_if_half(inputs["images"])
+            return tf.raw_ops.ResizeBilinearGrad(
+                grads=inputs["dy"], original_image=tf.constant(img),
+                align_corners=attrs["alignCorners"], half_pixel_centers=attrs["halfPixelCenters"]).numpy()
+        if case.op == "rnn":
+            return tf.raw_ops.ResizeNearestNeighborGrad(
+                grads=tf.constant(_f32_if_half(inputs["dy"])), size=list(case.i),
+                align_corners=attrs["alignCorners"], half_pixel_centers=attrs["halfPixelCenters"]).numpy()
+        if case.op == "conv":
+            p = _conv.conv_problem(inputs, attrs)
+            pad, explicit = _tf_padding(case, p)
+            nhwc = case.l == "nhwc"
+            return tf.raw_ops.Conv2DBackpropInput(
+                input_sizes=list(p.out_shape), filter=tf.constant(_f32_if_half(inputs["filter"])),
+                out_backprop=tf.constant(_f32_if_half(inputs["dy"])),
+                strides=[1, *case.s, 1] if nhwc else [1, 1, *case.s], padding=pad,
+                explicit_paddings=explicit, data_format="NHWC" if nhwc else "NCHW",
+                dilations=[1, *case.d, 1] if nhwc else [1, 1, *case.d]).numpy()
+    # InterpolateBackward and ResizeGrad: the tensorflow backend (raw ops and compositions)
+    import tfcompat
+    from tfcompat.backends import tensorflow_backend
+    kin = dict(inputs)
+    for key in ("diff_dst", "dY", "src", "X"):
+        if key in kin:
+            kin[key] = _f32_if_half(kin[key])
+    try:
+        with tensorflow_backend.on_device(device):
+            return tfcompat.get_kernel(case.kernel_name, "tensorflow").kernel_func(kin, attrs)
+    except NotImplementedError as exc:
+        raise Unsupported(str(exc)) from None
+
+
+def _tf_padding(case, p):
+    if case.p in ("SAME", "VALID"):
+        return case.p, []
+    t, b, l_, r = (int(v) for v in case.p[1:].split("."))
+    return "EXPLICIT", ([0, 0, t, b, l_, r, 0, 0] if case.l == "nhwc" else [0, 0, 0, 0, t, b, l_, r])
+
+
+def tf_tape(case, inputs, attrs, device):
+    """The gradient TF's GradientTape takes through the forward op, or Unsupported."""
+    tf = tf_module()
+    if case.op not in ("rbg", "rnn", "conv"):
+        raise Unsupported("no single TF forward op")
+    with tf.device(device):
+        if case.op in ("rbg", "rnn"):
+            if inputs["images"].dtype.kind in "iu":
+                raise Unsupported("GradientTape does not differentiate integer tensors")
+            x = tf.constant(_f32_if_half(inputs["images"]))
+            fn = (tf.compat.v1.image.resize_bilinear if case.op == "rbg"
+                  else tf.compat.v1.image.resize_nearest_neighbor)
+            try:
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    y = fn(x, list(case.o), align_corners=attrs["alignCorners"],
+                           half_pixel_centers=attrs["halfPixelCenters"])
+                dy = tf.cast(tf.constant(_f32_if_half(inputs["dy"])), y.dtype)
+                return tape.gradient(y, x, output_gradients=dy).numpy()
+            except (tf.errors.InvalidArgumentError, ValueError) as exc:
+                raise Unsupported(f"TF forward rejects it: {str(exc).splitlines()[0][:80]}") from None
+        p = _conv.conv_problem(inputs, attrs)
+        pad, explicit = _tf_padding(case, p)
+        nhwc = case.l == "nhwc"
+        x = tf.zeros(p.out_shape, tf.float32 if inputs["dy"].dtype in (NP_DTYPES["f16"], NP_DTYPES["bf16"])
+                     else inputs["dy"].dtype)
+        w = tf.constant(_f32_if_half(inputs["filter"]))
+        try:
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.nn.conv2d(x, w, strides=list(case.s), dilations=list(case.d),
+                                 padding=pad if pad != "EXPLICIT" else
+                                 [[0, 0], [explicit[2], explicit[3]], [explicit[4], explicit[5]], [0, 0]]
+                                 if nhwc else [[0, 0], [0, 0], [explicit[4], explicit[5]], [explicit[6], explicit[7]]],
+                                 data_format="NHWC" if nhwc else "NCHW")
+            return tape.gradient(y, x, output_gradients=tf.constant(_f32_if_half(inputs["dy"]))).numpy()
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError, ValueError) as exc:
+            raise Unsupported(f"TF forward rejects it: {str(exc).splitlines()[0][:80]}") from None
+
+
+def tf_gpus():
+    try:
+        tf = tf_module()
+    except ImportError:
+        return []
+    return [f"/GPU:{k}" for k in range(len(tf.config.list_physical_devices("GPU")))]
+
+
+# ------------------------------------------------------------------------------------------
+# PyTorch
+# ------------------------------------------------------------------------------------------
+
+def torch_available(cuda=False):
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() if cuda else True
+
+
+def torch_oracle(case, inputs, attrs, device="cpu"):
+    """PyTorch autograd for the modes it shares with TF/ORT (CPU or CUDA), else Unsupported."""
+    import torch
+    import torch.nn.functional as F
+    dt = torch.float64
+    if case.op == "conv":
+        p = _conv.conv_problem(inputs, attrs)
+        if case.p not in ("VALID",) and not (case.p.startswith("E") and
+                                              len(set(case.p[1:].split("."))) == 1):
+            raise Unsupported("PyTorch takes symmetric padding only")
+        pad = int(case.p[1:].split(".")[0]) if case.p.startswith("E") else 0
+        dy = inputs["dy"].astype(np.float64)
+        if case.l == "nhwc":
+            dy = dy.transpose(0, 3, 1, 2)
+        w = torch.tensor(inputs["filter"].astype(np.float64).transpose(3, 2, 0, 1), device=device)
+        shape = (p.N, p.C, p.H, p.W)
+        out = torch.nn.grad.conv2d_input(shape, w, torch.tensor(np.ascontiguousarray(dy), device=device),
+                                         stride=case.s, padding=pad, dilation=case.d)
+        out = out.cpu().numpy()
+        return out.transpose(0, 2, 3, 1) if case.l == "nhwc" else out
+    if case.op in ("rbg", "rnn"):
+        if case.op == "rbg":
+            mode = {"ac": ("bilinear", True), "hp": ("bilinear", False)}.get(case.t)
+        else:
+            mode = {"lg": ("nearest", None), "hp": ("nearest-exact", None)}.get(case.t)
+        if mode is None:
+            raise Unsupported(f"PyTorch has no {case.kernel_name} mode {case.t!r}")
+        dy = inputs["dy"].astype(np.float64).transpose(0, 3, 1, 2)
+        x_shape = (case.b, case.c) + case.i
+        res = _torch_resize_grad(torch, F, x_shape, dy, case.o, mode, None, device)
+        return res.transpose(0, 2, 3, 1)
+    if case.op == "interp":
+        t = INTERP_T[case.t]
+        if case.m == "nearest":
+            mode = {"asymmetric": ("nearest", None), "half_pixel": ("nearest-exact", None),
+                    "tf_half_pixel_for_nn": ("nearest-exact", None)}.get(t)
+        else:
+            name = {1: "linear", 2: "bilinear", 3: "trilinear"}[len(case.i)]
+            mode = {"half_pixel": (name, False), "align_corners": (name, True)}.get(t)
+        if mode is None:
+            raise Unsupported(f"PyTorch has no {case.m}/{t}")
+        dy = inputs["diff_dst"].astype(np.float64)
+        if case.l == "nxc":
+            dy = np.moveaxis(dy, -1, 1)
+        res = _torch_resize_grad(torch, F, (case.b, case.c) + case.i, dy, case.o, mode, None, device)
+        return np.moveaxis(res, 1, -1) if case.l == "nxc" else res
+    if case.op == "ortrg":
+        align = case.t == "ac"
+        dy = inputs["dY"].astype(np.float64)
+        return _torch_resize_grad(torch, F, (case.b, case.c) + case.i, dy, case.o,
+                                  ("bilinear", align), None if align else (case.sc or None), device)
+    raise Unsupported(case.op)
+
+
+def _torch_resize_grad(torch, F, x_shape, dy, out_size, mode, scales, device):
+    x = torch.zeros(x_shape, dtype=torch.float64, device=device, requires_grad=True)
+    name, align = mode
+    kw = {} if align is None else {"align_corners": align}
+    if scales:
+        y = F.interpolate(x, scale_factor=tuple(scales), mode=name, recompute_scale_factor=False, **kw)
+    else:
+        y = F.interpolate(x, size=tuple(out_size), mode=name, **kw)
+    y.backward(torch.tensor(np.ascontiguousarray(dy), device=device))
+    return x.grad.cpu().numpy()
+

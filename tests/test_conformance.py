@@ -1,0 +1,116 @@
+"""Tests of the conformance harness itself."""
+import json
+
+import numpy as np
+import pytest
+
+import tfcompat
+from conformance import __main__ as cli, cases as C, oracles as O, runner
+
+
+@pytest.mark.parametrize("name", ["quick", "full"])
+def test_ids_round_trip_and_are_unique(name):
+    cases = C.grid(name)
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids))
+    for case in cases[:: max(1, len(cases) // 500)]:
+        assert C.parse_id(case.id) == case
+
+
+def test_grid_sizes_and_coverage():
+    quick, full = C.grid("quick"), C.grid("full")
+    assert 200 <= len(quick) <= 600
+    assert len(full) >= 3000
+    for g in (quick, full):
+        assert {c.op for c in g} == set(C.OPS)
+        assert {"lg", "ac", "hp"} <= {c.t for c in g if c.op == "rbg"}
+        assert "achp" in {c.t for c in g if c.op == "rnn"}
+        assert {"SAME", "VALID"} <= {c.p for c in g if c.op == "conv"}
+        assert any(c.p.startswith("E0.2") for c in g if c.op == "conv")  # asymmetric explicit
+        assert {"nhwc", "nchw"} == {c.l for c in g if c.op == "conv"}
+        assert {1, 2, 3} == {len(c.i) for c in g if c.op == "interp"}
+        assert {"f32", "f64", "f16", "bf16"} <= {c.dtype for c in g}
+
+
+def test_parse_rejects_malformed_ids():
+    for bad in ("rbg", "xyz_b1_f32", "rbg_b1_i2x2_o3x3_c1_thp_f128", "rbg_q1_i2_o3_c1_thp_f32",
+                "rbg_b01_i2x2_o3x3_c1_thp_f32"):
+        with pytest.raises(ValueError, match="case id"):
+            C.parse_id(bad)
+
+
+def test_shards_are_disjoint_and_cover():
+    cases = C.grid("quick")
+    parts = [C.shard(cases, f"{k}/3") for k in (1, 2, 3)]
+    ids = [c.id for p in parts for c in p]
+    assert sorted(ids) == sorted(c.id for c in cases) and len(ids) == len(set(ids))
+    with pytest.raises(ValueError, match="shard"):
+        C.shard(cases, "4/3")
+
+
+def test_metric_and_ulp():
+    a = np.array([1.0, 2.0], np.float32)
+    b = np.nextafter(a, np.float32(3))
+    assert runner.ulp_distance(a, b) == 1 and runner.ulp_distance(a, a) == 0
+    assert runner.ulp_distance(np.float32([-0.0]), np.float32([0.0])) == 0
+    ok, norm, idx, _, _ = runner.compare(a, a + np.float32(1e-3), np.array([1.0, 1.0]), "f32", False)
+    assert not ok and idx == [0] or idx == [1]
+    ok, *_ = runner.compare(a, a, np.zeros(2), "f32", False)
+    assert ok
+
+
+def _broken(inputs, attrs):
+    good = tfcompat.get_kernel("ResizeBilinearGrad", "cython").kernel_func(inputs, attrs)
+    out = good.copy()
+    out.reshape(-1)[-1] = np.nextafter(out.reshape(-1)[-1], np.float32(np.inf))  # one ULP off
+    return out
+
+
+def test_a_wrong_backend_is_reported_failing(capsys, tmp_path):
+    pytest.importorskip("tensorflow", reason="the TF oracle is needed to judge the backend")
+    tfcompat.register_kernel(tfcompat.KernelConfig("ResizeBilinearGrad", "broken_one_ulp", _broken))
+    try:
+        case = "rbg_b1_i5x7_o11x3_c2_thp_f32"
+        out = tmp_path / "r.json"
+        md = tmp_path / "r.md"
+        rc = cli.main(["--case", case, "--backend", "broken_one_ulp", "--backend", "cython",
+                       "--device", "cpu", "--no-progress", "--json", str(out), "--report", str(md)])
+        assert rc == 1
+        recs = {r["backend"]: r for r in json.loads(out.read_text())["records"]}
+        assert recs["cython"]["passed"] and recs["cython"]["ulp"] == 0
+        assert not recs["broken_one_ulp"]["passed"] and recs["broken_one_ulp"]["ulp"] == 1
+        text = md.read_text()
+        assert "## Failing cases" in text and case in text and "--backend broken_one_ulp" in text
+    finally:
+        tfcompat.unregister_kernel("ResizeBilinearGrad", "broken_one_ulp")
+
+
+def test_no_gpu_path_says_so(monkeypatch, capsys):
+    monkeypatch.setattr(O, "tf_gpus", lambda: [])
+    monkeypatch.setattr(O, "torch_available", lambda cuda=False: False)
+    rc = cli.main(["--case", "rnn_b1_i3x5_o5x9_c1_tac_f32", "--device", "gpu", "--no-progress"])
+    assert rc == 2
+    assert "NO GPU FOUND" in capsys.readouterr().err
+    rc = cli.main(["--case", "rnn_b1_i3x5_o5x9_c1_tac_f32", "--device", "auto", "--no-progress",
+                   "--backend", "numpy"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "GPU: NO GPU FOUND" in out
+
+
+def test_merge_combines_shards(tmp_path, capsys):
+    paths = []
+    for k in (1, 2):
+        p = tmp_path / f"s{k}.json"
+        assert cli.main(["--case", "ortrg_b1_i4x4_o8x8_c1_thp_f32", "--case",
+                         "ortrg_b1_i4x4_o8x8_c1_tac_f32", "--shard", f"{k}/2", "--device", "cpu",
+                         "--no-progress", "--json", str(p)]) == 0
+        paths.append(str(p))
+    capsys.readouterr()
+    assert cli.main(["merge"] + paths) == 0
+    out = capsys.readouterr().out
+    assert "2 cases from 2 files" in out and "ResizeGrad" in out
+
+
+def test_unknown_backend_and_bad_case_exit_2(capsys):
+    assert cli.main(["--backend", "nope", "--case", "ortrg_b1_i4x4_o8x8_c1_thp_f32"]) == 2
+    assert cli.main(["--case", "garbage"]) == 2
