@@ -22,6 +22,9 @@ def _parser():
                     help="run only this case id (repeatable)")
     ap.add_argument("--backend", action="append", default=[], metavar="NAME",
                     help="backend to test (repeatable; default: cython and numpy)")
+    ap.add_argument("--bitwise", action="append", default=[], metavar="NAME",
+                    help="also hold this backend to 0 ULP on float32 TF-pair resize cases "
+                         "(cython always is)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "all"),
                     help="cpu: TF CPU oracle; gpu: GPU oracles only; all/auto: both "
                          "(auto does not fail when there is no GPU)")
@@ -84,6 +87,7 @@ def main(argv=None):
             print(f"error: --backend {b!r} is not registered; registered: {tfcompat.list_backends()}",
                   file=sys.stderr)
             return 2
+    runner.BITWISE_BACKENDS.update(args.bitwise)
     t0 = time.perf_counter()
     try:
         import tensorflow as tf  # noqa: F401

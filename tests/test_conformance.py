@@ -59,30 +59,40 @@ def test_metric_and_ulp():
     assert ok
 
 
-def _broken(inputs, attrs):
-    good = tfcompat.get_kernel("ResizeBilinearGrad", "cython").kernel_func(inputs, attrs)
-    out = good.copy()
-    out.reshape(-1)[-1] = np.nextafter(out.reshape(-1)[-1], np.float32(np.inf))  # one ULP off
+def _one_ulp_off(inputs, attrs):
+    out = tfcompat.get_kernel("ResizeBilinearGrad", "cython").kernel_func(inputs, attrs).copy()
+    out.reshape(-1)[-1] = np.nextafter(out.reshape(-1)[-1], np.float32(np.inf))
     return out
 
 
-def test_a_wrong_backend_is_reported_failing(capsys, tmp_path):
+def _index_bug(inputs, attrs):
+    """A plausible kernel bug: the last two source columns swapped."""
+    out = tfcompat.get_kernel("ResizeBilinearGrad", "cython").kernel_func(inputs, attrs).copy()
+    out[:, :, [-1, -2]] = out[:, :, [-2, -1]]
+    return out
+
+
+@pytest.mark.parametrize("name,func,extra", [("broken_index", _index_bug, []),
+                                             ("broken_one_ulp", _one_ulp_off,
+                                              ["--bitwise", "broken_one_ulp"])])
+def test_a_wrong_backend_is_reported_failing(name, func, extra, tmp_path):
     pytest.importorskip("tensorflow", reason="the TF oracle is needed to judge the backend")
-    tfcompat.register_kernel(tfcompat.KernelConfig("ResizeBilinearGrad", "broken_one_ulp", _broken))
+    tfcompat.register_kernel(tfcompat.KernelConfig("ResizeBilinearGrad", name, func))
     try:
         case = "rbg_b1_i5x7_o11x3_c2_thp_f32"
         out = tmp_path / "r.json"
         md = tmp_path / "r.md"
-        rc = cli.main(["--case", case, "--backend", "broken_one_ulp", "--backend", "cython",
-                       "--device", "cpu", "--no-progress", "--json", str(out), "--report", str(md)])
+        rc = cli.main(["--case", case, "--backend", name, "--backend", "cython", "--device", "cpu",
+                       "--no-progress", "--json", str(out), "--report", str(md)] + extra)
         assert rc == 1
         recs = {r["backend"]: r for r in json.loads(out.read_text())["records"]}
         assert recs["cython"]["passed"] and recs["cython"]["ulp"] == 0
-        assert not recs["broken_one_ulp"]["passed"] and recs["broken_one_ulp"]["ulp"] == 1
+        assert not recs[name]["passed"] and recs[name]["ulp"] >= 1
         text = md.read_text()
-        assert "## Failing cases" in text and case in text and "--backend broken_one_ulp" in text
+        assert "## Failing cases" in text and case in text and f"--backend {name}" in text
     finally:
-        tfcompat.unregister_kernel("ResizeBilinearGrad", "broken_one_ulp")
+        tfcompat.unregister_kernel("ResizeBilinearGrad", name)
+        runner.BITWISE_BACKENDS.discard(name)
 
 
 def test_no_gpu_path_says_so(monkeypatch, capsys):
