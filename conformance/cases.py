@@ -147,6 +147,10 @@ def _conv_cases(full):
             continue
         b = (1, 3)[n % 2]
         h, w = ((7, 8), (9, 6), (8, 8), (11, 7))[n % 4]
+        pads = (0, 0, 0, 0) if p in ("SAME", "VALID") else tuple(int(v) for v in p[1:].split("."))
+        if p != "SAME" and min(h + pads[0] + pads[1] - (k[0] - 1) * d - 1,
+                               w + pads[2] + pads[3] - (k[1] - 1) * d - 1) < 0:
+            continue  # the dilated filter does not fit: not a valid convolution
         for dt in (dtypes if full else (dtypes[n % 4],) + (() if n % 4 == 0 else ("f32",))):
             cases.append(Case("conv", dt, b=b, i=(h, w), c=3, oc=4, k=k, s=(s, s), d=(d, d), p=p,
                               l=lay))

@@ -1,3 +1,4 @@
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -23,7 +24,9 @@ def assert_close(got, ref, scale, dtype, tol=TOL, what=""):
     ref = np.asarray(ref).astype(np.float64)
     assert got.shape == ref.shape, (got.shape, ref.shape)
     err = np.abs(got - ref)
-    bound = tol[np.dtype(dtype)] * np.asarray(scale, dtype=np.float64) + TINY
+    # + the format's resolution at zero (one smallest subnormal), as in the harness
+    floor = max(float(ml_dtypes.finfo(np.dtype(dtype)).smallest_subnormal), TINY)
+    bound = tol[np.dtype(dtype)] * np.asarray(scale, dtype=np.float64) + floor
     bad = ~(err <= bound)
     if bad.any():
         i = np.unravel_index(np.argmax(np.where(bad, err - bound, -np.inf)), err.shape)

@@ -19,6 +19,9 @@ from libc.string cimport memset
 from libc.stdint cimport int32_t
 
 import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
 
 cdef extern from *:
     """
@@ -65,6 +68,150 @@ cdef inline void _raise_if_out_of_range(str kernel) except *:
 def openmp_enabled():
     """True when this extension was compiled with OpenMP."""
     return bool(TFCOMPAT_HAVE_OPENMP)
+
+
+# ---------------------------------------------------------------------------------------
+# Output buffer pool (a NumPy NEP 49 data-memory handler)
+# ---------------------------------------------------------------------------------------
+# A fresh large np.empty is mmapped, and its first touch costs page faults that, on some
+# virtual machines, cost more than the kernel itself and contend between threads. TF avoids
+# this with its BFC allocator; we keep a few recently freed large blocks of *our outputs* and
+# hand them out again. The handler is installed only around our own np.empty calls (NumPy
+# scopes handlers with a context variable), so no other array in the process is affected.
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <string.h>
+    #include <pthread.h>
+    #define TFC_POOL_SLOTS 8
+    #define TFC_POOL_MIN ((size_t)1 << 20)     /* blocks below 1 MiB use plain malloc */
+    #define TFC_HDR 64                          /* header: capacity, keeps 64-byte alignment */
+    typedef struct { void *base; size_t cap; } tfc_block;
+    static tfc_block tfc_slots[TFC_POOL_SLOTS];
+    static size_t tfc_cached = 0, tfc_limit = (size_t)1 << 30, tfc_hits = 0, tfc_misses = 0;
+    static pthread_mutex_t tfc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+    static void *tfc_new_block(size_t size) {
+        size_t cap = size + TFC_HDR;
+        void *base = NULL;
+        if (posix_memalign(&base, 4096, cap) != 0) return NULL;
+        *(size_t *)base = cap;
+        return (char *)base + TFC_HDR;
+    }
+    static void *tfc_malloc(void *ctx, size_t size) {
+        (void)ctx;
+        if (size < TFC_POOL_MIN) {
+            char *p = (char *)malloc(size + TFC_HDR);
+            if (!p) return NULL;
+            *(size_t *)p = 0;                   /* 0: not pooled */
+            return p + TFC_HDR;
+        }
+        pthread_mutex_lock(&tfc_lock);
+        int best = -1;
+        for (int i = 0; i < TFC_POOL_SLOTS; i++) {
+            size_t cap = tfc_slots[i].cap;
+            if (tfc_slots[i].base && cap >= size + TFC_HDR && cap <= 2 * (size + TFC_HDR) &&
+                (best < 0 || cap < tfc_slots[best].cap)) best = i;
+        }
+        if (best >= 0) {
+            void *base = tfc_slots[best].base;
+            tfc_cached -= tfc_slots[best].cap;
+            tfc_slots[best].base = NULL; tfc_slots[best].cap = 0;
+            tfc_hits++;
+            pthread_mutex_unlock(&tfc_lock);
+            return (char *)base + TFC_HDR;
+        }
+        tfc_misses++;
+        pthread_mutex_unlock(&tfc_lock);
+        return tfc_new_block(size);
+    }
+    static void *tfc_calloc(void *ctx, size_t n, size_t elsize) {
+        size_t size = n * elsize;
+        if (elsize && size / elsize != n) return NULL;
+        void *p = tfc_malloc(ctx, size);
+        if (p) memset(p, 0, size);
+        return p;
+    }
+    static void tfc_free(void *ctx, void *ptr, size_t size) {
+        (void)ctx; (void)size;
+        if (!ptr) return;
+        char *base = (char *)ptr - TFC_HDR;
+        size_t cap = *(size_t *)base;
+        if (cap == 0) { free(base); return; }
+        pthread_mutex_lock(&tfc_lock);
+        int slot = -1;
+        for (int i = 0; i < TFC_POOL_SLOTS; i++) if (!tfc_slots[i].base) { slot = i; break; }
+        if (slot >= 0 && tfc_cached + cap <= tfc_limit) {
+            tfc_slots[slot].base = base; tfc_slots[slot].cap = cap;
+            tfc_cached += cap;
+            base = NULL;
+        }
+        pthread_mutex_unlock(&tfc_lock);
+        if (base) free(base);
+    }
+    static void *tfc_realloc(void *ctx, void *ptr, size_t new_size) {
+        if (!ptr) return tfc_malloc(ctx, new_size);
+        char *base = (char *)ptr - TFC_HDR;
+        size_t cap = *(size_t *)base;
+        void *q = tfc_malloc(ctx, new_size);
+        if (!q) return NULL;
+        size_t old = cap ? cap - TFC_HDR : new_size;   /* small blocks: numpy never shrinks below */
+        memcpy(q, ptr, old < new_size ? old : new_size);
+        tfc_free(ctx, ptr, 0);
+        return q;
+    }
+    static size_t tfc_release(void) {
+        size_t freed = 0;
+        pthread_mutex_lock(&tfc_lock);
+        for (int i = 0; i < TFC_POOL_SLOTS; i++) if (tfc_slots[i].base) {
+            free(tfc_slots[i].base); freed += tfc_slots[i].cap;
+            tfc_slots[i].base = NULL; tfc_slots[i].cap = 0;
+        }
+        tfc_cached = 0;
+        pthread_mutex_unlock(&tfc_lock);
+        return freed;
+    }
+    static PyDataMem_Handler tfc_handler = {
+        "tfcompat_output_pool", 1,
+        {NULL, tfc_malloc, tfc_calloc, tfc_realloc, tfc_free}
+    };
+    static PyObject *tfc_handler_capsule(void) {
+        return PyCapsule_New(&tfc_handler, "mem_handler", NULL);
+    }
+    """
+    object tfc_handler_capsule()
+    object PyDataMem_SetHandler(object handler)
+    size_t tfc_release() nogil
+    size_t tfc_cached, tfc_limit, tfc_hits, tfc_misses
+
+_POOL_HANDLER = tfc_handler_capsule()
+
+
+def pooled_empty(shape, dtype):
+    """``np.empty`` whose memory comes from (and returns to) tfcompat's output pool."""
+    old = PyDataMem_SetHandler(_POOL_HANDLER)
+    try:
+        return np.empty(shape, dtype=dtype)
+    finally:
+        PyDataMem_SetHandler(old)
+
+
+def pool_stats():
+    """Bytes cached, cap in bytes, hits and misses of the output pool."""
+    return {"cached_bytes": tfc_cached, "limit_bytes": tfc_limit, "hits": tfc_hits,
+            "misses": tfc_misses}
+
+
+def set_pool_limit(size_t nbytes):
+    global tfc_limit
+    tfc_limit = nbytes
+    if nbytes == 0:
+        tfc_release()
+
+
+def release_pool():
+    """Free every cached block; returns the number of bytes freed."""
+    return tfc_release()
 
 
 # ---------------------------------------------------------------------------------------

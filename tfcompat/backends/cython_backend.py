@@ -2,7 +2,7 @@
 tables; one call into ``tfcompat._kernels`` does the arithmetic."""
 import numpy as np
 
-from .. import _checks as ck, _conv, _kernels, _resample as rs
+from .. import _checks as ck, _conv, _kernels, _memory, _resample as rs
 from .._threads import get_num_threads
 from ..registry import CONV2D_BACKPROP_INPUT, KernelConfig, register_kernel
 
@@ -68,7 +68,7 @@ def resample(problem, num_threads=None):
     y_tab = _TRIVIAL if axes[1] is None else _gather_table(axes[1])
     x_map = axis_forward_map(axes[2])
     dy, acc = _kernel_buffers(problem)
-    dx = np.empty(rows_b * in3[0] * in3[1] * in3[2] * C, dtype=acc)
+    dx = _memory.empty(rows_b * in3[0] * in3[1] * in3[2] * C, acc)
     if problem.linear:
         _kernels.linear_backward(dy, dx, rows_b, *in3, *out3, C, *z_tab, *y_tab, *x_map, nthreads)
     else:
@@ -93,7 +93,7 @@ def conv_backprop_input(problem, num_threads=None):
     dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
     dy = np.ascontiguousarray(dy, dtype=ct)
     w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
-    dx = np.empty((p.N, p.H, p.W, p.C), dtype=ct)
+    dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
     K = p.fh * p.fw * p.C
     rows = p.OH * p.OW
     if (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W):

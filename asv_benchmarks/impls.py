@@ -1,0 +1,150 @@
+"""The implementations compared, as zero-argument callables built on prepared data.
+
+Shared by the asv suite and the comparison command so both time exactly the same calls.
+Each ``make_*`` returns a dict name -> callable, or raises NotImplementedError.
+"""
+import os
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import tfcompat  # noqa: E402
+
+from .shapes import CONV, INTERP, RESIZE, conv_out  # noqa: E402
+
+FLAGS = {"legacy": (False, False), "align": (True, False), "half": (False, True)}
+
+
+def dtype_of(name):
+    import ml_dtypes
+    return {"float32": np.float32, "float64": np.float64, "float16": np.float16,
+            "bfloat16": ml_dtypes.bfloat16}[name]
+
+
+def tf_module():
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    return tf
+
+
+def torch_module(threads=None):
+    try:
+        import torch
+    except ImportError:
+        return None
+    if threads:
+        torch.set_num_threads(threads)
+    return torch
+
+
+def make_resize(shape_id, op, flags, threads, rng):
+    img_shape, dy_shape = RESIZE[shape_id]
+    dy = rng.standard_normal(dy_shape).astype(np.float32)
+    img = np.zeros(img_shape, np.float32)
+    align, half = FLAGS[flags]
+    impls = {}
+    if op == "bilinear":
+        impls["tfcompat"] = lambda: tfcompat.resize_bilinear_grad(
+            dy, img, align_corners=align, half_pixel_centers=half)
+    else:
+        size = list(img_shape[1:3])
+        impls["tfcompat"] = lambda: tfcompat.resize_nearest_neighbor_grad(
+            dy, size, align_corners=align, half_pixel_centers=half)
+    tf = tf_module()
+    if tf is not None:
+        dyt, imgt = tf.constant(dy), tf.constant(img)
+        if op == "bilinear":
+            impls["tensorflow"] = lambda: tf.raw_ops.ResizeBilinearGrad(
+                grads=dyt, original_image=imgt, align_corners=align, half_pixel_centers=half).numpy()
+        else:
+            impls["tensorflow"] = lambda: tf.raw_ops.ResizeNearestNeighborGrad(
+                grads=dyt, size=list(img_shape[1:3]), align_corners=align,
+                half_pixel_centers=half).numpy()
+    torch = torch_module(threads)
+    mode = {("bilinear", "align"): ("bilinear", True), ("bilinear", "half"): ("bilinear", False),
+            ("nearest", "legacy"): ("nearest", None),
+            ("nearest", "half"): ("nearest-exact", None)}.get((op, flags))
+    if torch is not None and mode is not None:
+        impls["torch"] = _torch_resize(torch, dy, img_shape, mode)
+    bytes_moved = dy.nbytes + img.nbytes
+    return impls, bytes_moved
+
+
+def _torch_resize(torch, dy, img_shape, mode):
+    """PyTorch's upsample backward, channels-last (the same memory layout as ours)."""
+    import torch.nn.functional as F
+    grad = torch.from_numpy(np.moveaxis(dy, -1, 1).copy()).contiguous(
+        memory_format=torch.channels_last if dy.ndim == 4 else torch.channels_last_3d)
+    x_shape = (img_shape[0], img_shape[-1]) + tuple(img_shape[1:-1])
+    name, align = mode
+    kw = {} if align is None else {"align_corners": align}
+    x = torch.zeros(x_shape).contiguous(
+        memory_format=torch.channels_last if dy.ndim == 4 else torch.channels_last_3d)
+    x.requires_grad_(True)
+    y = F.interpolate(x, size=tuple(dy.shape[1:-1]), mode=name, **kw)
+
+    def run():
+        (g,) = torch.autograd.grad(y, x, grad, retain_graph=True)
+        return g
+    return run
+
+
+def make_interp(shape_id, layout, threads, rng):
+    src_shape, dst_shape = INTERP[shape_id]
+    dy = rng.standard_normal(dst_shape).astype(np.float32)
+    src = np.zeros(src_shape, np.float32)
+    if layout == "NCX":
+        dy_in, src_in = np.ascontiguousarray(np.moveaxis(dy, -1, 1)), np.ascontiguousarray(
+            np.moveaxis(src, -1, 1))
+    else:
+        dy_in, src_in = dy, src
+    impls = {"tfcompat": lambda: tfcompat.interpolate_backward(
+        src_in, dy_in, mode="trilinear", data_format=layout)}
+    torch = torch_module(threads)
+    if torch is not None:
+        import torch.nn.functional as F
+        fmt = torch.channels_last_3d if layout == "NXC" else torch.contiguous_format
+        grad = torch.from_numpy(np.moveaxis(dy, -1, 1).copy()).contiguous(memory_format=fmt)
+        x = torch.zeros((src_shape[0], src_shape[-1]) + src_shape[1:-1]).contiguous(
+            memory_format=fmt).requires_grad_(True)
+        y = F.interpolate(x, size=dst_shape[1:-1], mode="trilinear", align_corners=False)
+        impls["torch"] = lambda: torch.autograd.grad(y, x, grad, retain_graph=True)[0]
+    return impls, dy.nbytes + src.nbytes
+
+
+def make_conv(shape_id, dtype_name, threads, rng):
+    x_shape, w_shape, s, pad = CONV[shape_id]
+    dt = dtype_of(dtype_name)
+    w = (rng.standard_normal(w_shape) * 0.1).astype(dt)
+    dy = rng.standard_normal(conv_out(x_shape, w_shape, s, pad)).astype(dt)
+    strides = [1, s, s, 1]
+    impls = {"tfcompat": lambda: tfcompat.conv2d_backprop_input(
+        x_shape, w, dy, strides=strides, padding=pad)}
+    tf = tf_module()
+    if tf is not None:
+        wt, dyt = tf.constant(w), tf.constant(dy)
+        impls["tensorflow"] = lambda: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=list(x_shape), filter=wt, out_backprop=dyt, strides=strides,
+            padding=pad).numpy()
+    torch = torch_module(threads)
+    if torch is not None and dtype_name in ("float32", "float64", "bfloat16"):
+        tdt = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}[dtype_name]
+        wtt = torch.from_numpy(w.astype(np.float32).transpose(3, 2, 0, 1).copy()).to(tdt)
+        gtt = torch.from_numpy(dy.astype(np.float32).transpose(0, 3, 1, 2).copy()).to(tdt).contiguous(
+            memory_format=torch.channels_last)
+        in_nchw = (x_shape[0], x_shape[3], x_shape[1], x_shape[2])
+        if pad == "SAME":
+            need = max(0, (dy.shape[1] - 1) * s + w_shape[0] - x_shape[1])
+            if need % 2:
+                in_nchw = None  # asymmetric SAME padding: PyTorch has no such conv
+            padding = need // 2
+        else:
+            padding = 0
+        if in_nchw is not None:
+            impls["torch"] = lambda: torch.nn.grad.conv2d_input(in_nchw, wtt, gtt, stride=s,
+                                                                padding=padding)
+    flops = 2.0 * np.prod(dy.shape) * w_shape[0] * w_shape[1] * w_shape[2]
+    return impls, flops

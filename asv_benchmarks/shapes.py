@@ -1,0 +1,25 @@
+"""The reference workloads of SPEC.md section 7 (NHWC, float32 unless said)."""
+
+RESIZE = {  # id: (images shape, dy shape)
+    "R1": ((8, 64, 64, 64), (8, 128, 128, 64)),
+    "R2": ((8, 128, 128, 64), (8, 64, 64, 64)),
+    "R3": ((4, 32, 32, 21), (4, 256, 256, 21)),
+    "R4": ((2, 34, 25, 256), (2, 68, 50, 256)),
+}
+INTERP = {  # id: (src NXC shape, diff_dst NXC shape)
+    "I1": ((2, 16, 16, 16, 32), (2, 32, 32, 32, 32)),
+}
+CONV = {  # id: (x shape NHWC, filter HWIO, stride, padding)
+    "C1": ((8, 56, 56, 64), (3, 3, 64, 64), 1, "SAME"),
+    "C2": ((8, 64, 64, 64), (3, 3, 64, 128), 2, "SAME"),
+    "C3": ((16, 32, 32, 128), (5, 5, 128, 64), 2, "SAME"),
+    "C4": ((8, 28, 28, 256), (1, 1, 256, 512), 1, "VALID"),
+    "C5": ((4, 272, 272, 32), (2, 2, 32, 64), 2, "VALID"),
+}
+
+
+def conv_out(x, w, s, pad):
+    n, h, wd, _ = x
+    if pad == "SAME":
+        return (n, -(-h // s), -(-wd // s), w[3])
+    return (n, (h - w[0]) // s + 1, (wd - w[1]) // s + 1, w[3])
