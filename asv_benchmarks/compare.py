@@ -1,0 +1,202 @@
+"""Side-by-side timings of tfcompat against TensorFlow (and PyTorch where installed).
+
+    python -m asv_benchmarks.compare [resize|interp|conv|all] [--repeat 7] [--threads 2]
+                                     [--dtypes float32,float16,...] [--json out.json]
+                                     [--plot out.png] [--markdown]
+
+One process; for every workload the implementations are called in turn (interleaved), after
+two warm-up calls each, and each gets the median of ``--repeat`` runs. Printed per workload:
+medians, ratios (TF time / ours, torch time / ours: above 1 means we are faster), our effective
+bandwidth as a percentage of a NumPy copy (resize ops: (|dy| + |dx|) bytes / time) or our
+GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, and
+the peak memory our call allocates beyond its output (tracemalloc).
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from . import impls as I
+from .shapes import CONV, INTERP, RESIZE
+
+
+def _median_interleaved(funcs, repeat):
+    for f in funcs.values():
+        f()
+        f()
+    times = {k: [] for k in funcs}
+    for _ in range(repeat):
+        for k, f in funcs.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def copy_bandwidth(repeat):
+    a = np.ones(2 ** 26, np.float32)  # 256 MB
+    b = np.empty_like(a)
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        ts.append(time.perf_counter() - t)
+    return 2 * a.nbytes / float(np.median(ts)) / 1e9
+
+
+def matmul_gflops(repeat):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4096, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 1024)).astype(np.float32)
+    out = np.empty((4096, 1024), np.float32)
+    np.matmul(a, b, out=out)
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        np.matmul(a, b, out=out)
+        ts.append(time.perf_counter() - t)
+    return 2.0 * 4096 * 1024 * 1024 / float(np.median(ts)) / 1e9
+
+
+def extra_memory(fn):
+    """Peak bytes a call allocates beyond what it returns (tracemalloc)."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    out = fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return max(0, peak - np.asarray(out).nbytes)
+
+
+def run(which, repeat, threads, dtypes):
+    import tfcompat
+    tfcompat.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    rows = []
+    copy_gbs = copy_bandwidth(repeat)
+    mm = matmul_gflops(repeat) if which in ("conv", "all") else None
+    if which in ("resize", "all"):
+        for sid in RESIZE:
+            for op, flag_set in (("bilinear", ("legacy", "align", "half")),
+                                 ("nearest", ("legacy", "align", "half"))):
+                for flags in flag_set:
+                    funcs, nbytes = I.make_resize(sid, op, flags, threads, rng)
+                    t = _median_interleaved(funcs, repeat)
+                    rows.append(_row(f"{sid} {op} {flags}", "float32", t, funcs,
+                                     gbs=nbytes / t["tfcompat"] / 1e9, copy=copy_gbs))
+    if which in ("interp", "all"):
+        for sid in INTERP:
+            for layout in ("NXC", "NCX"):
+                funcs, nbytes = I.make_interp(sid, layout, threads, rng)
+                t = _median_interleaved(funcs, repeat)
+                rows.append(_row(f"{sid} trilinear {layout}", "float32", t, funcs,
+                                 gbs=nbytes / t["tfcompat"] / 1e9, copy=copy_gbs))
+    if which in ("conv", "all"):
+        for dt in dtypes:
+            for sid in CONV:
+                funcs, flops = I.make_conv(sid, dt, threads, rng)
+                t = _median_interleaved(funcs, repeat)
+                rows.append(_row(f"{sid} conv", dt, t, funcs, gflops=flops / t["tfcompat"] / 1e9,
+                                 mm=mm))
+    meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "threads": threads,
+            "repeat": repeat, "copy_GBps": round(copy_gbs, 1),
+            "matmul_GFLOPs": None if mm is None else round(mm, 1), "numpy": np.__version__}
+    tf = I.tf_module()
+    meta["tensorflow"] = getattr(tf, "__version__", None)
+    torch = I.torch_module()
+    meta["torch"] = getattr(torch, "__version__", None)
+    return rows, meta
+
+
+def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
+    row = {"workload": name, "dtype": dtype, "ours_ms": t["tfcompat"] * 1e3,
+           "tf_ms": t.get("tensorflow", float("nan")) * 1e3,
+           "torch_ms": t.get("torch", float("nan")) * 1e3,
+           "extra_MB": extra_memory(funcs["tfcompat"]) / 2 ** 20}
+    row["tf_ratio"] = row["tf_ms"] / row["ours_ms"]
+    row["torch_ratio"] = row["torch_ms"] / row["ours_ms"]
+    if gbs is not None:
+        row["GBps"], row["pct_peak"] = gbs, 100 * gbs / copy
+    else:
+        row["GFLOPs"], row["pct_peak"] = gflops, 100 * gflops / mm
+    return row
+
+
+def _fmt(v, spec):
+    return "-" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, spec)
+
+
+def table(rows, markdown=False):
+    head = ["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours",
+            "GB/s|GFLOP/s", "% copy|matmul", "extra MB"]
+    body = [[r["workload"], r["dtype"], _fmt(r["ours_ms"], ".2f"), _fmt(r["tf_ms"], ".2f"),
+             _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f"),
+             _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["pct_peak"], ".0f"),
+             _fmt(r["extra_MB"], ".1f")] for r in rows]
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(b) + " |" for b in body])
+    w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    return "\n".join("  ".join(x[i].rjust(w[i]) if i > 1 else x[i].ljust(w[i])
+                               for i in range(len(head))) for x in [head] + body)
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot needs matplotlib: pip install 'tfcompat[bench]'", file=sys.stderr)
+        return False
+    names = [f"{r['workload']} {r['dtype'] if r['dtype'] != 'float32' else ''}".strip() for r in rows]
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
+    ax.barh(y - 0.2, [r["tf_ratio"] for r in rows], 0.4, label="TF time / tfcompat time")
+    ax.barh(y + 0.2, [0 if np.isnan(r["torch_ratio"]) else r["torch_ratio"] for r in rows], 0.4,
+            label="PyTorch time / tfcompat time")
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_yticks(y, names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up of tfcompat (median, interleaved; > 1 is faster)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("which", nargs="?", default="all", choices=("resize", "interp", "conv", "all"))
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtypes", default="float32",
+                    help="conv dtypes, comma separated (float32,float16,bfloat16,float64)")
+    ap.add_argument("--json")
+    ap.add_argument("--plot")
+    ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    args = ap.parse_args(argv)
+    if args.repeat < 7:
+        print("note: fewer than 7 repeats", file=sys.stderr)
+    rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","))
+    print(f"# {meta['machine']}, {meta['cpus']} CPUs, {meta['threads']} threads, median of "
+          f"{meta['repeat']} interleaved runs; NumPy copy {meta['copy_GBps']} GB/s"
+          + (f", NumPy float32 matmul {meta['matmul_GFLOPs']} GFLOP/s" if meta["matmul_GFLOPs"] else "")
+          + f"; TF {meta['tensorflow']}, torch {meta['torch']}")
+    print(table(rows, args.markdown))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    if args.plot and plot(rows, args.plot):
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
