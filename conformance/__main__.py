@@ -90,7 +90,8 @@ def main(argv=None):
     runner.BITWISE_BACKENDS.update(args.bitwise)
     t0 = time.perf_counter()
     try:
-        import tensorflow as tf  # noqa: F401
+        import tensorflow as tf
+        tf.get_logger().setLevel("ERROR")  # the v1 resize ops are deprecated aliases; we mean them
         have_tf = True
     except ImportError:
         have_tf = False

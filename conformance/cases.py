@@ -207,7 +207,7 @@ def grid(name):
 def _grid(name):
     if name == "quick":
         half = lambda n: ("f32",) + ((("f64", "f16", "bf16")[n % 3],) if n % 2 == 0 else ())  # noqa: E731
-        nn_dt = lambda n: ("f32",) + ((("f64", "f16", "bf16", "u8", "i8", "i32")[n % 6],) if n % 2 else ())  # noqa: E731
+        nn_dt = lambda n: ("f32",) + ((("f64", "f16", "bf16", "u8", "i8", "i32")[(n // 2) % 6],) if n % 2 else ())  # noqa: E731
         return (_tf_pair_cases("rbg", RESIZE_SHAPES_QUICK, half)
                 + _tf_pair_cases("rnn", RESIZE_SHAPES_QUICK, nn_dt)
                 + _conv_cases(False) + _interp_cases(False) + _ort_cases(False))
