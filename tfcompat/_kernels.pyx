@@ -17,6 +17,7 @@ from cython.parallel cimport prange
 from libc.math cimport floorf, ceilf, roundf
 from libc.string cimport memset
 from libc.stdint cimport int32_t
+from scipy.linalg.cython_blas cimport sgemm, dgemm
 
 import numpy as np
 cimport numpy as cnp
@@ -648,3 +649,61 @@ def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
             _col2im_gather(pc, pdx, row, H, W, C, OH, OW, fw, ncol,
                            pho, phu, pht, pwo, pwu, pwt)
     _raise_if_out_of_range("col2im_nhwc")
+
+
+cdef inline void _gemm_cols(const real_acc* dy, const real_acc* w2, real_acc* cols, int M, int K,
+                            int OC) noexcept nogil:
+    """cols[M, K] = dy[M, OC] @ w2[K, OC]^T, all row-major (BLAS sees the transposes)."""
+    cdef char ta = b'T'
+    cdef char tb = b'N'
+    cdef real_acc one = 1
+    cdef real_acc zero = 0
+    if real_acc is float:
+        sgemm(&ta, &tb, &K, &M, &OC, &one, <float*>w2, &OC, <float*>dy, &OC, &zero, cols, &K)
+    else:
+        dgemm(&ta, &tb, &K, &M, &OC, &one, <double*>w2, &OC, <double*>dy, &OC, &zero, cols, &K)
+
+
+def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real_acc[::1] cols,
+                            real_acc[::1] dx, Py_ssize_t N, Py_ssize_t H, Py_ssize_t W,
+                            Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t OC,
+                            Py_ssize_t fh, Py_ssize_t fw,
+                            const int32_t[::1] h_off, const int32_t[::1] h_out,
+                            const int32_t[::1] h_tap, const int32_t[::1] w_off,
+                            const int32_t[::1] w_out, const int32_t[::1] w_tap, int num_threads,
+                            bint direct=False):
+    """Conv2DBackpropInput, one image per thread: a single-threaded BLAS GEMM into this
+    thread's column buffer (``cols`` holds ``num_threads`` of them), then that image's col2im
+    gather. Thread t does images t, t + num_threads, ...; every image is computed the same way
+    whichever thread runs it, so the result does not depend on the thread count. The caller
+    limits BLAS to one thread for the duration. ``direct`` (1x1, stride 1, no padding): the
+    GEMM writes the image's dx itself and there is no col2im."""
+    cdef Py_ssize_t t, n, iy
+    cdef Py_ssize_t M = OH * OW, K = fh * fw * C
+    cdef const real_acc* pdy = &dy[0]
+    cdef const real_acc* pw = &w2[0]
+    cdef real_acc* pc = &cols[0] if cols.shape[0] else NULL
+    cdef real_acc* pdx = &dx[0]
+    cdef const int32_t* pho = &h_off[0]
+    cdef const int32_t* phu = &h_out[0] if h_out.shape[0] else NULL
+    cdef const int32_t* pht = &h_tap[0] if h_tap.shape[0] else NULL
+    cdef const int32_t* pwo = &w_off[0]
+    cdef const int32_t* pwu = &w_out[0] if w_out.shape[0] else NULL
+    cdef const int32_t* pwt = &w_tap[0] if w_tap.shape[0] else NULL
+    TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
+    TFC_CHECK((direct or cols.shape[0] >= num_threads * M * K) and dx.shape[0] == N * H * W * C)
+    TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
+    with nogil:
+        for t in prange(num_threads, schedule='static', num_threads=num_threads):
+            n = t
+            while n < N:
+                if direct:
+                    _gemm_cols(pdy + n * M * OC, pw, pdx + n * M * K, <int>M, <int>K, <int>OC)
+                    n = n + num_threads
+                    continue
+                _gemm_cols(pdy + n * M * OC, pw, pc + t * M * K, <int>M, <int>K, <int>OC)
+                for iy in range(H):
+                    _col2im_gather(pc + t * M * K, pdx + n * H * W * C, iy, H, W, C, OH, OW,
+                                   fw, K, pho, phu, pht, pwo, pwu, pwt)
+                n = n + num_threads
+    _raise_if_out_of_range("conv_backward_per_image")

@@ -80,8 +80,16 @@ def resample(problem, num_threads=None):
     return dx if dx.dtype == problem.out_dtype else dx.astype(problem.out_dtype)
 
 
-# Column buffers of the conv path are kept below this many bytes (one image at least).
-COL_BUFFER_BYTES = 64 * 2 ** 20
+_blas_controller = None
+
+
+def _blas_single_thread():
+    """Limit every loaded BLAS to one thread (its threads would fight our OpenMP threads)."""
+    global _blas_controller
+    if _blas_controller is None:
+        from threadpoolctl import ThreadpoolController
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=1, user_api="blas")
 
 
 def conv_backprop_input(problem, num_threads=None):
@@ -96,25 +104,27 @@ def conv_backprop_input(problem, num_threads=None):
     dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
     K = p.fh * p.fw * p.C
     rows = p.OH * p.OW
-    if (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W):
-        # 1x1, stride 1, no padding: dx is one GEMM, no col2im
+    direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
+    h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
+    w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
+    if p.N >= 2:
+        # one image per thread, single-threaded BLAS inside (scikit-learn's k-means pattern);
+        # the path depends on N only, never on the thread count
+        nt = max(1, min(nthreads, p.N))
+        cols = np.empty(0, ct) if direct else _memory.empty(nt * rows * K, ct)
+        with _blas_single_thread():
+            _kernels.conv_backward_per_image(
+                dy.reshape(-1), w2.reshape(-1), cols, dx.reshape(-1), p.N, p.H, p.W, p.C, p.OH,
+                p.OW, p.OC, p.fh, p.fw, *h_tab, *w_tab, nt, direct)
+    elif direct:
+        # 1x1, stride 1, no padding: dx is one (multi-threaded) GEMM, no col2im
         np.matmul(dy.reshape(-1, p.OC), w2.T, out=dx.reshape(-1, p.C))
     else:
-        h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
-        w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
-        per_image = rows * K * ct.itemsize
-        chunk = max(1, COL_BUFFER_BYTES // max(per_image, 1))
-        chunk = min(chunk, p.N)
-        cols = np.empty((chunk * rows, K), dtype=ct)
-        dy2 = dy.reshape(p.N * rows, p.OC)
-        dx4 = dx.reshape(p.N, -1)
-        for n0 in range(0, p.N, chunk):
-            n = min(chunk, p.N - n0)
-            c = cols[:n * rows]
-            # GEMM (BLAS threads) then col2im (OpenMP threads): never both at once
-            np.matmul(dy2[n0 * rows:(n0 + n) * rows], w2.T, out=c)
-            _kernels.col2im_nhwc(c.reshape(-1), dx4[n0:n0 + n].reshape(-1), n, p.H, p.W, p.C,
-                                 p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
+        # a single image: a multi-threaded GEMM, then the col2im (OpenMP) after it
+        cols = _memory.empty((rows, K), ct)
+        np.matmul(dy.reshape(rows, p.OC), w2.T, out=cols)
+        _kernels.col2im_nhwc(cols.reshape(-1), dx.reshape(-1), 1, p.H, p.W, p.C,
+                             p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
     if not p.channels_last:
         dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
     return dx if dx.dtype == p.dtype else dx.astype(p.dtype)
