@@ -84,9 +84,12 @@ def as_float_tuple(value, name, length):
     if value is None or isinstance(value, (str, bytes)):
         raise TypeError(f"{name}: got {value!r}; expected {length} numbers")
     try:
-        items = [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError
+        items = [float(v) for v in arr.astype(np.float64).reshape(-1)]
     except (TypeError, ValueError):
-        raise TypeError(f"{name}: got {value!r}; expected {length} numbers") from None
+        raise TypeError(f"{name}: got {value!r}; expected {length} real numbers") from None
     if len(items) != length:
         raise ValueError(f"{name}: got {items} ({len(items)} values); expected {length} values")
     for i, v in enumerate(items):
@@ -115,10 +118,31 @@ def get_input(inputs, key, kernel, required=True):
     return inputs[key]
 
 
-def check_size(shape, name):
+MAX_AXIS = 2 ** 31 - 1  # the kernels' index tables are int32
+
+
+def _physical_memory():
+    try:
+        import os
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_size(shape, name, itemsize=8):
+    """Refuse, before allocating, an output that cannot exist: an axis beyond the int32 tables,
+    or more bytes than this machine has (with overcommit, np.empty of such an array can succeed
+    and the process be killed on first touch; a MemoryError is the honest answer)."""
     n = 1
-    for d in shape:
+    for i, d in enumerate(shape):
+        if int(d) > MAX_AXIS:
+            raise ValueError(f"{name}: dimension {i} of shape {tuple(shape)} is {d}; expected at "
+                             f"most {MAX_AXIS}")
         n *= int(d)
     if n > MAX_ELEMENTS:
         raise ValueError(f"{name}: shape {tuple(shape)} has {n} elements; expected at most "
                          f"{MAX_ELEMENTS} (it would not fit in memory)")
+    mem = _physical_memory()
+    if mem is not None and n * itemsize > mem:
+        raise MemoryError(f"{name}: an output of shape {tuple(shape)} needs {n * itemsize / 2**30:.1f} "
+                          f"GiB; this machine has {mem / 2**30:.1f} GiB")

@@ -116,7 +116,7 @@ def conv_problem(inputs, attrs):
     x_shape = ck.as_int_tuple(attrs["inputShape"], "inputShape", (4,))
     if any(d < 0 for d in x_shape):
         raise ValueError(f"inputShape: got {list(x_shape)}; expected non-negative sizes")
-    ck.check_size(x_shape, "inputShape")
+    ck.check_size(x_shape, "inputShape", max(dy.dtype.itemsize, 4))
     if channels_last:
         N, H, W, C = x_shape
         dN, dOH, dOW, dOC = dy.shape
@@ -177,6 +177,9 @@ def conv_problem(inputs, attrs):
             raise ValueError(f"dy: size of out_backprop doesn't match computed: actual = {actual}, "
                              f"computed = {o} (spatial dim {k}: input {i}, filter {f}, stride {s}, "
                              f"dilation {d}, pad {pad!r})")
+    if oh * ow * fh * fw * C > ck.MAX_AXIS or fh * fw * C * dOC > ck.MAX_AXIS:
+        raise ValueError(f"dy: one image's columns ({oh}x{ow} x {fh}x{fw}x{C}) exceed the "
+                         f"{ck.MAX_AXIS} elements a BLAS call can address")
     return ConvProblem(dy, w, channels_last, N, H, W, C, oh, ow, dOC, fh, fw, sh, sw, dh, dw, pt, pl)
 
 

@@ -136,7 +136,7 @@ def _tf_pair_problem(kernel, inputs, attrs, nearest):
     _check_batch_channels(dy, _Shape(img_shape), "dy", "images", True)
     _check_positive_spatial(dy.shape, "dy", True)
     _check_positive_spatial(img_shape, "images", True)
-    ck.check_size(img_shape, "images")
+    ck.check_size(img_shape, "images", max(np.dtype(img_dtype).itemsize, 4))
     axes = tuple(Axis(int(i), int(o), rule) for i, o in zip(img_shape[1:3], dy.shape[1:3]))
     out_dtype = dy.dtype if nearest else img_dtype
     return ResampleProblem(kernel, dy, int(dy.shape[0]), int(dy.shape[3]), True, axes, out_dtype)
@@ -192,7 +192,7 @@ def interpolate_backward_problem(inputs, attrs):
     _check_batch_channels(diff_dst, _Shape(src_shape), "diff_dst", "src", channels_last)
     _check_positive_spatial(src_shape, "src", channels_last)
     _check_positive_spatial(diff_dst.shape, "diff_dst", channels_last)
-    ck.check_size(src_shape, "src")
+    ck.check_size(src_shape, "src", max(np.dtype(src_dtype).itemsize, 4))
     in_sp = _spatial(src_shape, channels_last)
     out_sp = _spatial(diff_dst.shape, channels_last)
     nsp = len(in_sp)
@@ -236,7 +236,7 @@ def resize_grad_problem(inputs, attrs):
     _check_batch_channels(dy, _Shape(x_shape), "dY", "X", False)
     _check_positive_spatial(x_shape, "X", False)
     _check_positive_spatial(dy.shape, "dY", False)
-    ck.check_size(x_shape, "X")
+    ck.check_size(x_shape, "X", max(np.dtype(x_dtype).itemsize, 4))
     scales = inputs.get("scales")
     if scales is not None and np.size(scales) == 0:
         scales = None  # ORT passes an empty tensor for "no scales"

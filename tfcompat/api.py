@@ -52,10 +52,12 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
     sz = ck.as_int_tuple(size, "size", (2,))
     if g.ndim != 4:
         ck.check_rank(g, "grads", 4, "[batch, height, width, channels]")
-    images = np.broadcast_to(np.zeros((), dtype=g.dtype), (g.shape[0], sz[0], sz[1], g.shape[3])) \
-        if min(sz) >= 0 else None
-    if images is None:
-        raise ValueError(f"size: got {list(sz)}; expected two positive sizes")
+    if min(sz) < 1:
+        raise ValueError(f"size: got {list(sz)}; spatial dimension {sz.index(min(sz))} is "
+                         f"{min(sz)}, expected >= 1")
+    shape = (g.shape[0], sz[0], sz[1], g.shape[3])
+    ck.check_size(shape, "images", max(g.dtype.itemsize, 4))
+    images = np.broadcast_to(np.zeros((), dtype=g.dtype), shape)  # shape and dtype only
     return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend, {"dy": g, "images": images},
                 {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})
 
