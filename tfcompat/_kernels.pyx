@@ -597,12 +597,37 @@ def conv_axis_table(Py_ssize_t in_size, Py_ssize_t out_size, Py_ssize_t ksize,
     return offsets_a, out_a, tap_a
 
 
+cdef struct ConvTables:
+    const int32_t* h_off
+    const int32_t* h_out
+    const int32_t* h_tap
+    const int32_t* w_off
+    const int32_t* w_out
+    const int32_t* w_tap
+
+
+cdef ConvTables _conv_tables(const int32_t[::1] h_off, const int32_t[::1] h_out,
+                             const int32_t[::1] h_tap, const int32_t[::1] w_off,
+                             const int32_t[::1] w_out, const int32_t[::1] w_tap):
+    cdef ConvTables t
+    t.h_off = &h_off[0]
+    t.h_out = &h_out[0] if h_out.shape[0] else NULL
+    t.h_tap = &h_tap[0] if h_tap.shape[0] else NULL
+    t.w_off = &w_off[0]
+    t.w_out = &w_out[0] if w_out.shape[0] else NULL
+    t.w_tap = &w_tap[0] if w_tap.shape[0] else NULL
+    return t
+
+
 cdef void _col2im_gather(const real_acc* cols, real_acc* dx, Py_ssize_t row,
                          Py_ssize_t H, Py_ssize_t W, Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
-                         Py_ssize_t fw, Py_ssize_t ncol,
-                         const int32_t* h_off, const int32_t* h_out, const int32_t* h_tap,
-                         const int32_t* w_off, const int32_t* w_out,
-                         const int32_t* w_tap) noexcept nogil:
+                         Py_ssize_t fw, Py_ssize_t ncol, ConvTables* tab) noexcept nogil:
+    cdef const int32_t* h_off = tab.h_off
+    cdef const int32_t* h_out = tab.h_out
+    cdef const int32_t* h_tap = tab.h_tap
+    cdef const int32_t* w_off = tab.w_off
+    cdef const int32_t* w_out = tab.w_out
+    cdef const int32_t* w_tap = tab.w_tap
     cdef Py_ssize_t n = row // H, iy = row % H
     cdef Py_ssize_t gh, ix, gw, c
     cdef real_acc* dst = dx + row * W * C
@@ -636,18 +661,12 @@ def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
     cdef Py_ssize_t ncol = fh * fw * C
     cdef const real_acc* pc = &cols[0]
     cdef real_acc* pdx = &dx[0]
-    cdef const int32_t* pho = &h_off[0]
-    cdef const int32_t* phu = &h_out[0] if h_out.shape[0] else NULL
-    cdef const int32_t* pht = &h_tap[0] if h_tap.shape[0] else NULL
-    cdef const int32_t* pwo = &w_off[0]
-    cdef const int32_t* pwu = &w_out[0] if w_out.shape[0] else NULL
-    cdef const int32_t* pwt = &w_tap[0] if w_tap.shape[0] else NULL
+    cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
     TFC_CHECK(cols.shape[0] == N * OH * OW * ncol and dx.shape[0] == nrows * W * C)
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
-            _col2im_gather(pc, pdx, row, H, W, C, OH, OW, fw, ncol,
-                           pho, phu, pht, pwo, pwu, pwt)
+            _col2im_gather(pc, pdx, row, H, W, C, OH, OW, fw, ncol, &tab)
     _raise_if_out_of_range("col2im_nhwc")
 
 
@@ -684,12 +703,7 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
     cdef const real_acc* pw = &w2[0]
     cdef real_acc* pc = &cols[0] if cols.shape[0] else NULL
     cdef real_acc* pdx = &dx[0]
-    cdef const int32_t* pho = &h_off[0]
-    cdef const int32_t* phu = &h_out[0] if h_out.shape[0] else NULL
-    cdef const int32_t* pht = &h_tap[0] if h_tap.shape[0] else NULL
-    cdef const int32_t* pwo = &w_off[0]
-    cdef const int32_t* pwu = &w_out[0] if w_out.shape[0] else NULL
-    cdef const int32_t* pwt = &w_tap[0] if w_tap.shape[0] else NULL
+    cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
     TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
     TFC_CHECK((direct or cols.shape[0] >= num_threads * M * K) and dx.shape[0] == N * H * W * C)
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
@@ -704,6 +718,6 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
                 _gemm_cols(pdy + n * M * OC, pw, pc + t * M * K, <int>M, <int>K, <int>OC)
                 for iy in range(H):
                     _col2im_gather(pc + t * M * K, pdx + n * H * W * C, iy, H, W, C, OH, OW,
-                                   fw, K, pho, phu, pht, pwo, pwu, pwt)
+                                   fw, K, &tab)
                 n = n + num_threads
     _raise_if_out_of_range("conv_backward_per_image")
