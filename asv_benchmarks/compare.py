@@ -38,29 +38,33 @@ def _median_interleaved(funcs, repeat):
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
-def copy_bandwidth(repeat):
-    a = np.ones(2 ** 26, np.float32)  # 256 MB
-    b = np.empty_like(a)
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        np.copyto(b, a)
-        ts.append(time.perf_counter() - t)
-    return 2 * a.nbytes / float(np.median(ts)) / 1e9
+# The practical peaks are timed right before every row (median of ``repeat`` runs), so each row
+# is compared with the machine as it was that minute. They are not interleaved with the
+# implementations: OpenBLAS's worker threads keep spinning for a while after a NumPy matmul, and
+# on two cores that would slow whichever implementation ran next; the warm-up calls absorb it.
+_COPY_A = None
+_MM = None
 
 
-def matmul_gflops(repeat):
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((4096, 1024)).astype(np.float32)
-    b = rng.standard_normal((1024, 1024)).astype(np.float32)
-    out = np.empty((4096, 1024), np.float32)
-    np.matmul(a, b, out=out)
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        np.matmul(a, b, out=out)
-        ts.append(time.perf_counter() - t)
-    return 2.0 * 4096 * 1024 * 1024 / float(np.median(ts)) / 1e9
+def copy_probe():
+    """A NumPy copy of 256 MB; returns (callable, bytes read + written)."""
+    global _COPY_A
+    if _COPY_A is None:
+        _COPY_A = (np.ones(2 ** 26, np.float32), np.empty(2 ** 26, np.float32))
+    a, b = _COPY_A
+    return (lambda: np.copyto(b, a)), 2 * a.nbytes
+
+
+def matmul_probe():
+    """A NumPy float32 matmul [4096, 1024] x [1024, 1024]; returns (callable, FLOPs)."""
+    global _MM
+    if _MM is None:
+        rng = np.random.default_rng(0)
+        _MM = (rng.standard_normal((4096, 1024)).astype(np.float32),
+               rng.standard_normal((1024, 1024)).astype(np.float32),
+               np.empty((4096, 1024), np.float32))
+    a, b, out = _MM
+    return (lambda: np.matmul(a, b, out=out)), 2.0 * 4096 * 1024 * 1024
 
 
 def extra_memory(fn):
@@ -78,31 +82,38 @@ def run(which, repeat, threads, dtypes):
     tfcompat.set_num_threads(threads)
     rng = np.random.default_rng(0)
     rows = []
-    copy_gbs = copy_bandwidth(repeat)
-    mm = matmul_gflops(repeat) if which in ("conv", "all") else None
+    copy_fn, copy_bytes = copy_probe()
+    mm_fn, mm_flops = matmul_probe()
+    copies, mms = [], []
+
+    def bandwidth_row(name, funcs, nbytes):
+        copy = copy_bytes / _median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
+        t = _median_interleaved(funcs, repeat)
+        copies.append(copy)
+        rows.append(_row(name, "float32", t, funcs, gbs=nbytes / t["tfcompat"] / 1e9, copy=copy))
+
     if which in ("resize", "all"):
         for sid in RESIZE:
-            for op, flag_set in (("bilinear", ("legacy", "align", "half")),
-                                 ("nearest", ("legacy", "align", "half"))):
-                for flags in flag_set:
+            for op in ("bilinear", "nearest"):
+                for flags in ("legacy", "align", "half"):
                     funcs, nbytes = I.make_resize(sid, op, flags, threads, rng)
-                    t = _median_interleaved(funcs, repeat)
-                    rows.append(_row(f"{sid} {op} {flags}", "float32", t, funcs,
-                                     gbs=nbytes / t["tfcompat"] / 1e9, copy=copy_gbs))
+                    bandwidth_row(f"{sid} {op} {flags}", funcs, nbytes)
     if which in ("interp", "all"):
         for sid in INTERP:
             for layout in ("NXC", "NCX"):
                 funcs, nbytes = I.make_interp(sid, layout, threads, rng)
-                t = _median_interleaved(funcs, repeat)
-                rows.append(_row(f"{sid} trilinear {layout}", "float32", t, funcs,
-                                 gbs=nbytes / t["tfcompat"] / 1e9, copy=copy_gbs))
+                bandwidth_row(f"{sid} trilinear {layout}", funcs, nbytes)
     if which in ("conv", "all"):
         for dt in dtypes:
             for sid in CONV:
                 funcs, flops = I.make_conv(sid, dt, threads, rng)
+                mm = mm_flops / _median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
                 t = _median_interleaved(funcs, repeat)
+                mms.append(mm)
                 rows.append(_row(f"{sid} conv", dt, t, funcs, gflops=flops / t["tfcompat"] / 1e9,
                                  mm=mm))
+    copy_gbs = float(np.median(copies)) if copies else copy_bandwidth_once(copy_fn, copy_bytes)
+    mm = float(np.median(mms)) if mms else None
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "threads": threads,
             "repeat": repeat, "copy_GBps": round(copy_gbs, 1),
             "matmul_GFLOPs": None if mm is None else round(mm, 1), "numpy": np.__version__}
@@ -113,6 +124,13 @@ def run(which, repeat, threads, dtypes):
     return rows, meta
 
 
+def copy_bandwidth_once(fn, nbytes):
+    fn()
+    t = time.perf_counter()
+    fn()
+    return nbytes / (time.perf_counter() - t) / 1e9
+
+
 def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
     row = {"workload": name, "dtype": dtype, "ours_ms": t["tfcompat"] * 1e3,
            "tf_ms": t.get("tensorflow", float("nan")) * 1e3,
@@ -121,9 +139,9 @@ def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
     row["tf_ratio"] = row["tf_ms"] / row["ours_ms"]
     row["torch_ratio"] = row["torch_ms"] / row["ours_ms"]
     if gbs is not None:
-        row["GBps"], row["pct_peak"] = gbs, 100 * gbs / copy
+        row["GBps"], row["peak"], row["pct_peak"] = gbs, copy, 100 * gbs / copy
     else:
-        row["GFLOPs"], row["pct_peak"] = gflops, 100 * gflops / mm
+        row["GFLOPs"], row["peak"], row["pct_peak"] = gflops, mm, 100 * gflops / mm
     return row
 
 
@@ -133,11 +151,11 @@ def _fmt(v, spec):
 
 def table(rows, markdown=False):
     head = ["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours",
-            "GB/s|GFLOP/s", "% copy|matmul", "extra MB"]
+            "ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "extra MB"]
     body = [[r["workload"], r["dtype"], _fmt(r["ours_ms"], ".2f"), _fmt(r["tf_ms"], ".2f"),
              _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f"),
-             _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["pct_peak"], ".0f"),
-             _fmt(r["extra_MB"], ".1f")] for r in rows]
+             _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
+             _fmt(r["pct_peak"], ".0f"), _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
                          + ["| " + " | ".join(b) + " |" for b in body])
@@ -186,9 +204,10 @@ def main(argv=None):
         print("note: fewer than 7 repeats", file=sys.stderr)
     rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","))
     print(f"# {meta['machine']}, {meta['cpus']} CPUs, {meta['threads']} threads, median of "
-          f"{meta['repeat']} interleaved runs; NumPy copy {meta['copy_GBps']} GB/s"
-          + (f", NumPy float32 matmul {meta['matmul_GFLOPs']} GFLOP/s" if meta["matmul_GFLOPs"] else "")
-          + f"; TF {meta['tensorflow']}, torch {meta['torch']}")
+          f"{meta['repeat']} interleaved runs (the NumPy copy and matmul are timed before each "
+          f"row; medians over rows: copy {meta['copy_GBps']} GB/s"
+          + (f", float32 matmul {meta['matmul_GFLOPs']} GFLOP/s" if meta["matmul_GFLOPs"] else "")
+          + f"); TF {meta['tensorflow']}, torch {meta['torch']}")
     print(table(rows, args.markdown))
     if args.json:
         with open(args.json, "w") as f:
