@@ -108,6 +108,7 @@ def run(which, repeat, threads, dtypes):
             for sid in CONV:
                 funcs, flops = I.make_conv(sid, dt, threads, rng)
                 mm = mm_flops / _median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
+                time.sleep(0.3)  # OpenBLAS threads spin ~2**28 cycles after a call; let them sleep
                 t = _median_interleaved(funcs, repeat)
                 mms.append(mm)
                 rows.append(_row(f"{sid} conv", dt, t, funcs, gflops=flops / t["tfcompat"] / 1e9,
