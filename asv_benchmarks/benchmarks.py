@@ -37,7 +37,13 @@ class _Base:
     number = 1
     repeat = (3, 7, 30.0)
 
-    def _pick(self, funcs, impl):
+    @staticmethod
+    def _check(impl, threads):
+        if impl in ("tensorflow", "torch") and threads != 2:
+            # TF fixes its thread pools when it starts; only tfcompat's thread count is a parameter
+            raise NotImplementedError("frameworks are timed with their default threads only")
+
+    def _pick(self, funcs, impl, threads=2):
         if impl not in funcs:
             raise NotImplementedError(f"{impl} is not available for this combination")
         self.fn = funcs[impl]
@@ -56,7 +62,8 @@ class ResizeBilinearGrad(_Base):
     def setup(self, shape, impl, flags, threads):
         import tfcompat
         tfcompat.set_num_threads(threads)
-        funcs, _ = I.make_resize(shape, "bilinear", flags, threads, np.random.default_rng(0))
+        self._check(impl, threads)
+        funcs, _ = I.make_resize(shape, "bilinear", flags, threads, np.random.default_rng(0), only=impl)
         if impl == "numpy-reference":
             img, dy = RESIZE[shape]
             k = _numpy_reference("ResizeBilinearGrad")
@@ -64,17 +71,18 @@ class ResizeBilinearGrad(_Base):
             d = np.random.default_rng(0).standard_normal(dy).astype(np.float32)
             funcs[impl] = lambda: k({"dy": d, "images": np.zeros(img, np.float32)},
                                     {"alignCorners": a, "halfPixelCenters": h})
-        self._pick(funcs, impl)
+        self._pick(funcs, impl, threads)
 
 
 class ResizeNearestNeighborGrad(ResizeBilinearGrad):
     def setup(self, shape, impl, flags, threads):
         import tfcompat
         tfcompat.set_num_threads(threads)
-        funcs, _ = I.make_resize(shape, "nearest", flags, threads, np.random.default_rng(0))
+        self._check(impl, threads)
+        funcs, _ = I.make_resize(shape, "nearest", flags, threads, np.random.default_rng(0), only=impl)
         if impl == "numpy-reference":
             raise NotImplementedError("timed only for bilinear")
-        self._pick(funcs, impl)
+        self._pick(funcs, impl, threads)
 
 
 class InterpolateBackward(_Base):
@@ -84,8 +92,9 @@ class InterpolateBackward(_Base):
     def setup(self, shape, impl, layout, threads):
         import tfcompat
         tfcompat.set_num_threads(threads)
-        funcs, _ = I.make_interp(shape, layout, threads, np.random.default_rng(0))
-        self._pick(funcs, impl)
+        self._check(impl, threads)
+        funcs, _ = I.make_interp(shape, layout, threads, np.random.default_rng(0), only=impl)
+        self._pick(funcs, impl, threads)
 
 
 class ResizeGrad(_Base):
@@ -100,8 +109,8 @@ class ResizeGrad(_Base):
                                  .transpose(0, 3, 1, 2))
         x = np.zeros((img[0], img[3], img[1], img[2]), np.float32)
         backend = "cython" if impl == "tfcompat" else "tensorflow"
-        if backend == "tensorflow" and I.tf_module() is None:
-            raise NotImplementedError("TensorFlow is not installed")
+        if backend == "tensorflow" and (threads != 2 or I.tf_module() is None):
+            raise NotImplementedError("TensorFlow missing, or a thread count TF cannot change")
         self.fn = lambda: tfcompat.resize_grad(d, x, backend=backend)
 
 
@@ -113,8 +122,9 @@ class Conv2DBackpropInput(_Base):
     def setup(self, shape, impl, dtype, threads):
         import tfcompat
         tfcompat.set_num_threads(threads)
-        funcs, _ = I.make_conv(shape, dtype, threads, np.random.default_rng(0))
-        self._pick(funcs, impl)
+        self._check(impl, threads)
+        funcs, _ = I.make_conv(shape, dtype, threads, np.random.default_rng(0), only=impl)
+        self._pick(funcs, impl, threads)
 
 
 class RatioVsTensorFlow:

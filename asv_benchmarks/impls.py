@@ -40,7 +40,7 @@ def torch_module(threads=None):
     return torch
 
 
-def make_resize(shape_id, op, flags, threads, rng):
+def make_resize(shape_id, op, flags, threads, rng, only=None):
     img_shape, dy_shape = RESIZE[shape_id]
     dy = rng.standard_normal(dy_shape).astype(np.float32)
     img = np.zeros(img_shape, np.float32)
@@ -53,7 +53,7 @@ def make_resize(shape_id, op, flags, threads, rng):
         size = list(img_shape[1:3])
         impls["tfcompat"] = lambda: tfcompat.resize_nearest_neighbor_grad(
             dy, size, align_corners=align, half_pixel_centers=half)
-    tf = tf_module()
+    tf = tf_module() if only in (None, "tensorflow") else None
     if tf is not None:
         dyt, imgt = tf.constant(dy), tf.constant(img)
         if op == "bilinear":
@@ -63,7 +63,7 @@ def make_resize(shape_id, op, flags, threads, rng):
             impls["tensorflow"] = lambda: tf.raw_ops.ResizeNearestNeighborGrad(
                 grads=dyt, size=list(img_shape[1:3]), align_corners=align,
                 half_pixel_centers=half).numpy()
-    torch = torch_module(threads)
+    torch = torch_module(threads) if only in (None, "torch") else None
     mode = {("bilinear", "align"): ("bilinear", True), ("bilinear", "half"): ("bilinear", False),
             ("nearest", "legacy"): ("nearest", None),
             ("nearest", "half"): ("nearest-exact", None)}.get((op, flags))
@@ -92,7 +92,7 @@ def _torch_resize(torch, dy, img_shape, mode):
     return run
 
 
-def make_interp(shape_id, layout, threads, rng):
+def make_interp(shape_id, layout, threads, rng, only=None):
     src_shape, dst_shape = INTERP[shape_id]
     dy = rng.standard_normal(dst_shape).astype(np.float32)
     src = np.zeros(src_shape, np.float32)
@@ -103,7 +103,7 @@ def make_interp(shape_id, layout, threads, rng):
         dy_in, src_in = dy, src
     impls = {"tfcompat": lambda: tfcompat.interpolate_backward(
         src_in, dy_in, mode="trilinear", data_format=layout)}
-    torch = torch_module(threads)
+    torch = torch_module(threads) if only in (None, "torch") else None
     if torch is not None:
         import torch.nn.functional as F
         fmt = torch.channels_last_3d if layout == "NXC" else torch.contiguous_format
@@ -115,7 +115,7 @@ def make_interp(shape_id, layout, threads, rng):
     return impls, dy.nbytes + src.nbytes
 
 
-def make_conv(shape_id, dtype_name, threads, rng):
+def make_conv(shape_id, dtype_name, threads, rng, only=None):
     x_shape, w_shape, s, pad = CONV[shape_id]
     dt = dtype_of(dtype_name)
     w = (rng.standard_normal(w_shape) * 0.1).astype(dt)
@@ -123,13 +123,13 @@ def make_conv(shape_id, dtype_name, threads, rng):
     strides = [1, s, s, 1]
     impls = {"tfcompat": lambda: tfcompat.conv2d_backprop_input(
         x_shape, w, dy, strides=strides, padding=pad)}
-    tf = tf_module()
+    tf = tf_module() if only in (None, "tensorflow") else None
     if tf is not None:
         wt, dyt = tf.constant(w), tf.constant(dy)
         impls["tensorflow"] = lambda: tf.raw_ops.Conv2DBackpropInput(
             input_sizes=list(x_shape), filter=wt, out_backprop=dyt, strides=strides,
             padding=pad).numpy()
-    torch = torch_module(threads)
+    torch = torch_module(threads) if only in (None, "torch") else None
     if torch is not None and dtype_name in ("float32", "float64", "bfloat16"):
         tdt = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}[dtype_name]
         wtt = torch.from_numpy(w.astype(np.float32).transpose(3, 2, 0, 1).copy()).to(tdt)
