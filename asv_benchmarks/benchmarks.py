@@ -55,11 +55,14 @@ class _Base:
         self.fn()
 
 
-class ResizeBilinearGrad(_Base):
-    params = [list(RESIZE), IMPLS, ["legacy", "align", "half"], [1, 2]]
-    param_names = ["shape", "impl", "flags", "threads"]
+THREADS = 2  # per-implementation classes; ThreadScaling varies tfcompat's thread count
 
-    def setup(self, shape, impl, flags, threads):
+
+class ResizeBilinearGrad(_Base):
+    params = [list(RESIZE), IMPLS, ["legacy", "align", "half"]]
+    param_names = ["shape", "impl", "flags"]
+
+    def setup(self, shape, impl, flags, threads=THREADS):
         import tfcompat
         tfcompat.set_num_threads(threads)
         self._check(impl, threads)
@@ -75,7 +78,9 @@ class ResizeBilinearGrad(_Base):
 
 
 class ResizeNearestNeighborGrad(ResizeBilinearGrad):
-    def setup(self, shape, impl, flags, threads):
+    params = [list(RESIZE), ["tfcompat", "tensorflow", "torch"], ["legacy", "align", "half"]]
+
+    def setup(self, shape, impl, flags, threads=THREADS):
         import tfcompat
         tfcompat.set_num_threads(threads)
         self._check(impl, threads)
@@ -86,10 +91,10 @@ class ResizeNearestNeighborGrad(ResizeBilinearGrad):
 
 
 class InterpolateBackward(_Base):
-    params = [list(INTERP), ["tfcompat", "torch"], ["NXC", "NCX"], [1, 2]]
-    param_names = ["shape", "impl", "layout", "threads"]
+    params = [list(INTERP), ["tfcompat", "torch"], ["NXC", "NCX"]]
+    param_names = ["shape", "impl", "layout"]
 
-    def setup(self, shape, impl, layout, threads):
+    def setup(self, shape, impl, layout, threads=THREADS):
         import tfcompat
         tfcompat.set_num_threads(threads)
         self._check(impl, threads)
@@ -98,10 +103,10 @@ class InterpolateBackward(_Base):
 
 
 class ResizeGrad(_Base):
-    params = [list(RESIZE), ["tfcompat", "tensorflow"], [1, 2]]
-    param_names = ["shape", "impl", "threads"]
+    params = [list(RESIZE), ["tfcompat", "tensorflow"]]
+    param_names = ["shape", "impl"]
 
-    def setup(self, shape, impl, threads):
+    def setup(self, shape, impl, threads=THREADS):
         import tfcompat
         tfcompat.set_num_threads(threads)
         img, dy = RESIZE[shape]
@@ -116,15 +121,33 @@ class ResizeGrad(_Base):
 
 class Conv2DBackpropInput(_Base):
     params = [list(CONV), ["tfcompat", "tensorflow", "torch"],
-              ["float32", "float16", "bfloat16", "float64"], [1, 2]]
-    param_names = ["shape", "impl", "dtype", "threads"]
+              ["float32", "float16", "bfloat16", "float64"]]
+    param_names = ["shape", "impl", "dtype"]
 
-    def setup(self, shape, impl, dtype, threads):
+    def setup(self, shape, impl, dtype, threads=THREADS):
         import tfcompat
         tfcompat.set_num_threads(threads)
         self._check(impl, threads)
         funcs, _ = I.make_conv(shape, dtype, threads, np.random.default_rng(0), only=impl)
         self._pick(funcs, impl, threads)
+
+
+class ThreadScaling(_Base):
+    """tfcompat alone at 1 and 2 threads (results are bitwise equal; only time changes)."""
+    params = [list(RESIZE) + list(INTERP) + list(CONV), [1, 2]]
+    param_names = ["workload", "threads"]
+
+    def setup(self, workload, threads):
+        import tfcompat
+        tfcompat.set_num_threads(threads)
+        rng = np.random.default_rng(0)
+        if workload in RESIZE:
+            funcs, _ = I.make_resize(workload, "bilinear", "half", threads, rng, only="tfcompat")
+        elif workload in INTERP:
+            funcs, _ = I.make_interp(workload, "NXC", threads, rng, only="tfcompat")
+        else:
+            funcs, _ = I.make_conv(workload, "float32", threads, rng, only="tfcompat")
+        self.fn = funcs["tfcompat"]
 
 
 class RatioVsTensorFlow:
