@@ -83,14 +83,14 @@ def _check_positive_spatial(shape, name, channels_last):
                              "expected >= 1")
 
 
-def _check_batch_channels(dy, img, dy_name, img_name, channels_last):
+def _check_batch_channels(dy, img_shape, dy_name, img_name, channels_last):
     c_axis = -1 if channels_last else 1
-    if dy.shape[0] != img.shape[0]:
+    if dy.shape[0] != img_shape[0]:
         raise ValueError(f"{dy_name}: batch {dy.shape[0]} (shape {tuple(dy.shape)}) does not match "
-                         f"{img_name} batch {img.shape[0]} (shape {tuple(img.shape)})")
-    if dy.shape[c_axis] != img.shape[c_axis]:
+                         f"{img_name} batch {img_shape[0]} (shape {tuple(img_shape)})")
+    if dy.shape[c_axis] != img_shape[c_axis]:
         raise ValueError(f"{dy_name}: {dy.shape[c_axis]} channels (shape {tuple(dy.shape)}) do not "
-                         f"match {img_name}'s {img.shape[c_axis]} (shape {tuple(img.shape)})")
+                         f"match {img_name}'s {img_shape[c_axis]} (shape {tuple(img_shape)})")
 
 
 def _shape_of(value, name):
@@ -133,18 +133,13 @@ def _tf_pair_problem(kernel, inputs, attrs, nearest):
             raise TypeError(f"images: got dtype {img_dtype}; expected one of "
                             f"{ck.dtype_names(ck.FLOAT_DTYPES)}")
         rule = LIN_TF_ALIGN if align else LIN_TF_HALF if half else LIN_TF_ASYM
-    _check_batch_channels(dy, _Shape(img_shape), "dy", "images", True)
+    _check_batch_channels(dy, img_shape, "dy", "images", True)
     _check_positive_spatial(dy.shape, "dy", True)
     _check_positive_spatial(img_shape, "images", True)
     ck.check_size(img_shape, "images", max(np.dtype(img_dtype).itemsize, 4))
     axes = tuple(Axis(int(i), int(o), rule) for i, o in zip(img_shape[1:3], dy.shape[1:3]))
     out_dtype = dy.dtype if nearest else img_dtype
     return ResampleProblem(kernel, dy, int(dy.shape[0]), int(dy.shape[3]), True, axes, out_dtype)
-
-
-class _Shape:
-    def __init__(self, shape):
-        self.shape = shape
 
 
 def resize_bilinear_grad_problem(inputs, attrs):
@@ -189,7 +184,7 @@ def interpolate_backward_problem(inputs, attrs):
     if len(src_shape) != diff_dst.ndim:
         raise ValueError(f"src: got shape {src_shape} (rank {len(src_shape)}); expected rank "
                          f"{diff_dst.ndim}, the rank of diff_dst {tuple(diff_dst.shape)}")
-    _check_batch_channels(diff_dst, _Shape(src_shape), "diff_dst", "src", channels_last)
+    _check_batch_channels(diff_dst, src_shape, "diff_dst", "src", channels_last)
     _check_positive_spatial(src_shape, "src", channels_last)
     _check_positive_spatial(diff_dst.shape, "diff_dst", channels_last)
     ck.check_size(src_shape, "src", max(np.dtype(src_dtype).itemsize, 4))
@@ -233,7 +228,7 @@ def resize_grad_problem(inputs, attrs):
     ck.check_rank(dy, "dY", 4, "NCHW")
     if len(x_shape) != 4:
         raise ValueError(f"X: got shape {x_shape} (rank {len(x_shape)}); expected rank 4 (NCHW)")
-    _check_batch_channels(dy, _Shape(x_shape), "dY", "X", False)
+    _check_batch_channels(dy, x_shape, "dY", "X", False)
     _check_positive_spatial(x_shape, "X", False)
     _check_positive_spatial(dy.shape, "dY", False)
     ck.check_size(x_shape, "X", max(np.dtype(x_dtype).itemsize, 4))

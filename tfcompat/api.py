@@ -50,8 +50,7 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
     """
     g = ck.as_array(grads, "grads")
     sz = ck.as_int_tuple(size, "size", (2,))
-    if g.ndim != 4:
-        ck.check_rank(g, "grads", 4, "[batch, height, width, channels]")
+    ck.check_rank(g, "grads", 4, "[batch, height, width, channels]")
     if min(sz) < 1:
         raise ValueError(f"size: got {list(sz)}; spatial dimension {sz.index(min(sz))} is "
                          f"{min(sz)}, expected >= 1")
