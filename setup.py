@@ -7,8 +7,13 @@ Environment switches:
   TFCOMPAT_BOUNDSCHECK=1   compile with Cython bounds and wraparound checks on (debugging,
                            and the CI step that proves the kernels never index out of range)
   TFCOMPAT_NO_OPENMP=1     skip the probe and build serially
+  TFCOMPAT_NO_AVX2=1       build only the baseline kernels (no _kernels_avx2)
+
+On x86-64 the same kernels are also compiled with -mavx2 as tfcompat._kernels_avx2, which
+tfcompat/_simd.py loads on CPUs with AVX2 (the results are bit for bit those of the baseline).
 """
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -31,26 +36,44 @@ int main(void) {
 """
 
 
-def _openmp_flags():
-    if os.environ.get("TFCOMPAT_NO_OPENMP"):
-        return None
+_AVX2_PROBE = r"""
+#include <immintrin.h>
+int main(void) {
+    __m256 a = _mm256_set1_ps(1.0f);
+    return (int)_mm256_cvtss_f32(_mm256_add_ps(a, a)) == 2 ? 0 : 1;
+}
+"""
+
+
+def _compiles(flags, source):
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     cc = cc.split()
     if shutil.which(cc[0]) is None:
-        return None
-    flags = ["-fopenmp"]
+        return False
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "probe.c")
         with open(src, "w") as f:
-            f.write(_PROBE)
+            f.write(source)
         try:
             res = subprocess.run(cc + flags + [src, "-o", os.path.join(tmp, "probe")],
                                  capture_output=True, timeout=120)
         except (OSError, subprocess.SubprocessError):
-            return None
-        if res.returncode != 0:
-            return None
-    return flags
+            return False
+    return res.returncode == 0
+
+
+def _openmp_flags():
+    if os.environ.get("TFCOMPAT_NO_OPENMP"):
+        return None
+    return ["-fopenmp"] if _compiles(["-fopenmp"], _PROBE) else None
+
+
+def _avx2_flags():
+    if os.environ.get("TFCOMPAT_NO_AVX2"):
+        return None
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    return ["-mavx2"] if _compiles(["-mavx2"], _AVX2_PROBE) else None
 
 
 omp = _openmp_flags()
@@ -74,15 +97,23 @@ directives = {
 compile_args = ["-O3", "-ffp-contract=off", "-fno-fast-math"] + (omp or [])
 link_args = list(omp or [])
 
-ext = Extension(
-    "tfcompat._kernels",
-    ["tfcompat/_kernels.pyx"],
-    include_dirs=[np.get_include()],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
-    + ([("TFCOMPAT_CHECK_BOUNDS", "1")] if bounds else []),
-    extra_compile_args=compile_args,
-    extra_link_args=link_args,
-)
 
-setup(ext_modules=cythonize([ext], compiler_directives=directives,
+def _extension(name, isa_flags):
+    return Extension(
+        name,
+        [name.replace(".", "/") + ".pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+        + ([("TFCOMPAT_CHECK_BOUNDS", "1")] if bounds else []),
+        extra_compile_args=compile_args + isa_flags,
+        extra_link_args=link_args,
+    )
+
+
+extensions = [_extension("tfcompat._kernels", [])]
+avx2 = _avx2_flags()
+if avx2 is not None:
+    extensions.append(_extension("tfcompat._kernels_avx2", avx2))
+
+setup(ext_modules=cythonize(extensions, compiler_directives=directives,
                             compile_time_env={"TFCOMPAT_OPENMP": omp is not None}))

@@ -5,6 +5,7 @@ Kernels are looked up in a tfjs-style registry by ``(backend, kernel)``; the fun
 tfcompat registers the ``cython``, ``numpy`` and ``tensorflow`` backends but never imports
 TensorFlow.
 """
+from ._simd import kernel_build
 from ._memory import memory_pool_stats, release_memory, set_memory_pool_limit
 from ._threads import get_num_threads, openmp_enabled, set_num_threads
 from .api import (conv2d_backprop_input, interpolate_backward, resize_bilinear_grad, resize_grad,
@@ -22,7 +23,7 @@ __all__ = [
     "CONV2D_BACKPROP_INPUT", "INTERPOLATE_BACKWARD", "KERNEL_NAMES", "RESIZE_BILINEAR_GRAD",
     "RESIZE_GRAD", "RESIZE_NEAREST_NEIGHBOR_GRAD", "KernelConfig", "conv2d_backprop_input",
     "get_backend", "get_kernel", "get_kernels_for_backend", "get_num_threads",
-    "interpolate_backward", "list_backends", "list_kernels", "memory_pool_stats",
+    "interpolate_backward", "kernel_build", "list_backends", "list_kernels", "memory_pool_stats",
     "openmp_enabled", "release_memory", "set_memory_pool_limit",
     "register_kernel", "resize_bilinear_grad", "resize_grad", "resize_nearest_neighbor_grad",
     "set_backend", "set_num_threads", "unregister_kernel",

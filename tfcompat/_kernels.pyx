@@ -442,6 +442,142 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                     _one_tap(dst + x_hi[x] * C, s, C, wr, nr, wh)
 
 
+# NCX (C == 1): a channel loop of length 1 costs more than its body, and one row's adds form
+# a chain through memory. So G channels that share every table run together, x ascending, and
+# dst[lo], dst[lo + 1] of each live in registers (a0, a1) while lo stays put: lo never
+# decreases and hi is lo or lo + 1. Every element still receives its terms in TF's order.
+DEF C1_GROUP = 4
+
+
+cdef inline void _c1_source_row(const real_src* src, real_acc* dst, Py_ssize_t Ox, Py_ssize_t Ix,
+                                const real_src* wr, Py_ssize_t nr, const int32_t* x_lo,
+                                const int32_t* x_hi, const float* x_wlo,
+                                const float* x_whi) noexcept nogil:
+    """One channel: dst[lo] += (s*wr[q])*wl, dst[hi] += (s*wr[q])*wh, x ascending, q inner."""
+    cdef Py_ssize_t x, q, lo, cur = x_lo[0]
+    cdef real_acc a0, a1 = 0
+    cdef real_src s, v, wl, wh
+    TFC_CHECK(0 <= cur < Ix)
+    a0 = dst[cur]
+    if cur + 1 < Ix:
+        a1 = dst[cur + 1]
+    for x in range(Ox):
+        lo = x_lo[x]
+        TFC_CHECK(cur <= lo < Ix and (x_hi[x] == lo or x_hi[x] == lo + 1) and x_hi[x] < Ix)
+        if lo != cur:
+            dst[cur] = a0
+            if lo == cur + 1:
+                a0 = a1
+            else:
+                if cur + 1 < Ix:
+                    dst[cur + 1] = a1
+                a0 = dst[lo]
+            cur = lo
+            a1 = dst[cur + 1] if cur + 1 < Ix else 0
+        s = src[x]
+        wl = x_wlo[x]
+        wh = x_whi[x]
+        if x_hi[x] == lo:
+            for q in range(nr):
+                v = s * wr[q]
+                a0 = (a0 + <real_acc>(v * wl)) + <real_acc>(v * wh)
+        else:
+            for q in range(nr):
+                a0 = a0 + <real_acc>((s * wr[q]) * wl)
+            for q in range(nr):
+                a1 = a1 + <real_acc>((s * wr[q]) * wh)
+    dst[cur] = a0
+    if cur + 1 < Ix:
+        dst[cur + 1] = a1
+
+
+cdef inline void _c1_source_row4(const real_src* src, Py_ssize_t sp, real_acc* dst,
+                                 Py_ssize_t dp, Py_ssize_t Ox, Py_ssize_t Ix, real_src w,
+                                 const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
+                                 const float* x_whi) noexcept nogil:
+    """_c1_source_row for four channels (planes sp apart in dy, dp in dx) and one row weight,
+    written out so that the eight running sums stay in registers."""
+    cdef Py_ssize_t x, lo, cur = x_lo[0]
+    cdef real_acc p0, p1, p2, p3, q0 = 0, q1 = 0, q2 = 0, q3 = 0
+    cdef real_src v0, v1, v2, v3, wl, wh
+    TFC_CHECK(0 <= cur < Ix)
+    p0 = dst[cur]; p1 = dst[dp + cur]; p2 = dst[2 * dp + cur]; p3 = dst[3 * dp + cur]
+    if cur + 1 < Ix:
+        q0 = dst[cur + 1]; q1 = dst[dp + cur + 1]
+        q2 = dst[2 * dp + cur + 1]; q3 = dst[3 * dp + cur + 1]
+    for x in range(Ox):
+        lo = x_lo[x]
+        TFC_CHECK(cur <= lo < Ix and (x_hi[x] == lo or x_hi[x] == lo + 1) and x_hi[x] < Ix)
+        if lo != cur:
+            dst[cur] = p0; dst[dp + cur] = p1; dst[2 * dp + cur] = p2; dst[3 * dp + cur] = p3
+            if lo == cur + 1:
+                p0 = q0; p1 = q1; p2 = q2; p3 = q3
+            else:
+                if cur + 1 < Ix:
+                    dst[cur + 1] = q0; dst[dp + cur + 1] = q1
+                    dst[2 * dp + cur + 1] = q2; dst[3 * dp + cur + 1] = q3
+                p0 = dst[lo]; p1 = dst[dp + lo]; p2 = dst[2 * dp + lo]; p3 = dst[3 * dp + lo]
+            cur = lo
+            if cur + 1 < Ix:
+                q0 = dst[cur + 1]; q1 = dst[dp + cur + 1]
+                q2 = dst[2 * dp + cur + 1]; q3 = dst[3 * dp + cur + 1]
+        wl = x_wlo[x]
+        wh = x_whi[x]
+        v0 = src[x] * w
+        v1 = src[sp + x] * w
+        v2 = src[2 * sp + x] * w
+        v3 = src[3 * sp + x] * w
+        if x_hi[x] == lo:
+            p0 = (p0 + <real_acc>(v0 * wl)) + <real_acc>(v0 * wh)
+            p1 = (p1 + <real_acc>(v1 * wl)) + <real_acc>(v1 * wh)
+            p2 = (p2 + <real_acc>(v2 * wl)) + <real_acc>(v2 * wh)
+            p3 = (p3 + <real_acc>(v3 * wl)) + <real_acc>(v3 * wh)
+        else:
+            p0 = p0 + <real_acc>(v0 * wl); q0 = q0 + <real_acc>(v0 * wh)
+            p1 = p1 + <real_acc>(v1 * wl); q1 = q1 + <real_acc>(v1 * wh)
+            p2 = p2 + <real_acc>(v2 * wl); q2 = q2 + <real_acc>(v2 * wh)
+            p3 = p3 + <real_acc>(v3 * wl); q3 = q3 + <real_acc>(v3 * wh)
+    dst[cur] = p0; dst[dp + cur] = p1; dst[2 * dp + cur] = p2; dst[3 * dp + cur] = p3
+    if cur + 1 < Ix:
+        dst[cur + 1] = q0; dst[dp + cur + 1] = q1
+        dst[2 * dp + cur + 1] = q2; dst[3 * dp + cur + 1] = q3
+
+
+cdef void _linear_rows_c1(const real_src* dy, real_acc* dx, Py_ssize_t item, Py_ssize_t rows_b,
+                          Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                          Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox,
+                          RowTables* t, const int32_t* x_lo, const int32_t* x_hi,
+                          const float* x_wlo, const float* x_whi) noexcept nogil:
+    """Row (iz, iy) of the channels c0 .. c0 + G - 1 (item = channel group * Iz*Iy + iz*Iy + iy)."""
+    cdef Py_ssize_t sp = item % (Iz * Iy), c0 = (item // (Iz * Iy)) * C1_GROUP
+    cdef Py_ssize_t iz = sp // Iy, iy = sp % Iy, G = min(<Py_ssize_t>C1_GROUP, rows_b - c0)
+    cdef Py_ssize_t in_plane = Iz * Iy * Ix, out_plane = Oz * Oy * Ox
+    cdef real_acc* dst = dx + c0 * in_plane + sp * Ix
+    cdef const real_src* src
+    cdef Py_ssize_t gz, gy, a, q, nr, k
+    cdef real_src wr[4]
+    for k in range(G):
+        memset(dst + k * in_plane, 0, Ix * sizeof(real_acc))
+    for gz in range(t.z_off[iz], t.z_off[iz + 1]):
+        TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
+        for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+            TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
+            nr = 0
+            for a in range(t.z_cnt[gz]):
+                for q in range(t.y_cnt[gy]):
+                    wr[nr] = <real_src>(t.z_w0[gz] if a == 0 else t.z_w1[gz]) * \
+                        <real_src>(t.y_w0[gy] if q == 0 else t.y_w1[gy])
+                    nr = nr + 1
+            src = dy + c0 * out_plane + (t.z_src[gz] * Oy + t.y_src[gy]) * Ox
+            if G == C1_GROUP and nr == 1:
+                _c1_source_row4(src, out_plane, dst, in_plane, Ox, Ix, wr[0],
+                                x_lo, x_hi, x_wlo, x_whi)
+            else:
+                for k in range(G):
+                    _c1_source_row(src + k * out_plane, dst + k * in_plane, Ox, Ix, wr, nr,
+                                   x_lo, x_hi, x_wlo, x_whi)
+
+
 cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
                           Py_ssize_t nr, real_src wx) noexcept nogil:
     """d[c] += (s[c] * wr[k]) * wx for k = 0..nr-1, in that order."""
@@ -508,9 +644,15 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
     cdef const float* pwh = &x_whi[0]
     TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
     TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_lo.shape[0] == Ox)
+    cdef Py_ssize_t items = ((rows_b + C1_GROUP - 1) // C1_GROUP) * Iz * Iy
     with nogil:
-        for row in prange(nrows, schedule='static', num_threads=num_threads):
-            _linear_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl, pwh)
+        if C == 1:
+            for row in prange(items, schedule='static', num_threads=num_threads):
+                _linear_rows_c1(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, &t,
+                                plo, phi, pwl, pwh)
+        else:
+            for row in prange(nrows, schedule='static', num_threads=num_threads):
+                _linear_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl, pwh)
     _raise_if_out_of_range("linear_backward")
 
 

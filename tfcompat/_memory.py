@@ -8,7 +8,7 @@ cache when they are freed. ``set_memory_pool_limit(0)`` turns caching off.
 """
 import os
 
-from . import _kernels
+from ._simd import kernels as _kernels
 
 
 def _env_limit():

@@ -53,5 +53,5 @@ def get_num_threads():
 
 def openmp_enabled():
     """True when the compiled kernels were built with OpenMP."""
-    from . import _kernels
-    return _kernels.openmp_enabled()
+    from ._simd import kernels
+    return kernels.openmp_enabled()

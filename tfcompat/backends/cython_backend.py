@@ -2,7 +2,8 @@
 tables; one call into ``tfcompat._kernels`` does the arithmetic."""
 import numpy as np
 
-from .. import _checks as ck, _conv, _kernels, _memory, _resample as rs
+from .. import _checks as ck, _conv, _memory, _resample as rs
+from .._simd import kernels as _kernels
 from .._threads import get_num_threads
 from ..registry import CONV2D_BACKPROP_INPUT, KernelConfig, register_kernel
 

@@ -1,0 +1,96 @@
+"""The AVX2 build of the kernels must return the baseline build's bits, and the NCX (one channel
+per row) path must return the NXC path's bits: both add the same terms in the same order."""
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tfcompat as T
+from tfcompat import _kernels as baseline
+from tfcompat import _simd
+from tfcompat.backends import cython_backend
+
+avx2 = _simd._load_avx2() if _simd._cpu_has_avx2() else None
+needs_avx2 = pytest.mark.skipif(avx2 is None, reason="no AVX2 build or no AVX2 on this CPU")
+
+
+def _cases(rng):
+    f32 = np.float32
+    dy4 = rng.standard_normal((3, 37, 29, 20)).astype(f32)
+    yield "bilinear legacy", lambda: T.resize_bilinear_grad(dy4, np.zeros((3, 13, 41, 20), f32))
+    yield "bilinear align", lambda: T.resize_bilinear_grad(
+        dy4, np.zeros((3, 13, 41, 20), f32), align_corners=True)
+    yield "bilinear half f64", lambda: T.resize_bilinear_grad(
+        dy4, np.zeros((3, 74, 11, 20), np.float64), half_pixel_centers=True)
+    yield "nearest int8", lambda: T.resize_nearest_neighbor_grad(
+        (dy4 * 50).astype(np.int8), [13, 11], half_pixel_centers=True)
+    yield "nearest bf16", lambda: T.resize_nearest_neighbor_grad(
+        dy4.astype(ml_dtypes.bfloat16), [74, 9], align_corners=True)
+    dy5 = rng.standard_normal((2, 9, 17, 6, 7)).astype(f32)
+    for fmt, order in (("NXC", (0, 1, 2, 3, 4)), ("NCX", (0, 4, 1, 2, 3))):
+        for dtype in (f32, np.float64):
+            yield f"trilinear {fmt} {dtype.__name__}", lambda fmt=fmt, order=order, dtype=dtype: (
+                T.interpolate_backward(np.zeros((2, 4, 5, 13, 7), dtype).transpose(order),
+                                       dy5.astype(dtype).transpose(order),
+                                       mode="trilinear", data_format=fmt))
+    yield "resize_grad", lambda: T.resize_grad(dy4[:, :17, :11, :].transpose(0, 3, 1, 2).copy(),
+                                               np.zeros((3, 20, 7, 5), f32),
+                                               scales=[1, 1, 17 / 7, 11 / 5])
+    w = rng.standard_normal((3, 3, 8, 16)).astype(f32)
+    for n in (1, 3):
+        dyc = rng.standard_normal((n, 16, 16, 16)).astype(f32)
+        yield f"conv N={n}", lambda dyc=dyc, n=n: T.conv2d_backprop_input(
+            [n, 31, 31, 8], w, dyc, strides=[1, 2, 2, 1], padding="SAME")
+
+
+@needs_avx2
+def test_avx2_build_is_bitwise_the_baseline(rng, monkeypatch):
+    for name, fn in _cases(rng):
+        outs = []
+        for module in (baseline, avx2):
+            monkeypatch.setattr(cython_backend, "_kernels", module)
+            outs.append(np.ascontiguousarray(fn()))
+        assert outs[0].dtype == outs[1].dtype, name
+        assert np.array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8)), name
+
+
+@pytest.mark.parametrize("mode,rank,ct", [("linear", 1, "half_pixel"),
+                                          ("bilinear", 2, "half_pixel"),
+                                          ("bilinear", 2, "align_corners"),
+                                          ("trilinear", 3, "half_pixel"),
+                                          ("trilinear", 3, "asymmetric"),
+                                          ("trilinear", 3, "pytorch_half_pixel")])
+@pytest.mark.parametrize("channels", [1, 4, 9])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ncx_path_equals_nxc_path_bitwise(mode, rank, ct, channels, dtype, rng):
+    """Channels 4 and 9 use the four-channel NCX kernel (9 with one left over); up, down and
+    equal sizes mix one- and two-weight rows."""
+    in_sp, out_sp = (5, 9, 4)[:rank], (11, 4, 4)[:rank]
+    dy = rng.standard_normal((2,) + out_sp + (channels,)).astype(dtype)
+    src = np.zeros((2,) + in_sp + (channels,), dtype)
+    kw = dict(mode=mode, coordinate_transformation_mode=ct)
+    nxc = T.interpolate_backward(src, dy, data_format="NXC", **kw)
+    to_ncx = (0, rank + 1) + tuple(range(1, rank + 1))
+    ncx = T.interpolate_backward(src.transpose(to_ncx), dy.transpose(to_ncx),
+                                 data_format="NCX", **kw)
+    back = np.ascontiguousarray(np.moveaxis(ncx, 1, -1))
+    assert np.array_equal(back.view(np.uint8), np.ascontiguousarray(nxc).view(np.uint8))
+
+
+def _build_in_subprocess(value):
+    env = dict(os.environ, TFCOMPAT_SIMD=value)
+    return subprocess.run([sys.executable, "-c", "import tfcompat; print(tfcompat.kernel_build())"],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_simd_switch():
+    res = _build_in_subprocess("baseline")
+    assert res.returncode == 0 and res.stdout.strip() == "baseline"
+    res = _build_in_subprocess("sse9")
+    assert res.returncode != 0 and "TFCOMPAT_SIMD: got 'sse9'" in res.stderr
+    res = _build_in_subprocess("auto")
+    assert res.stdout.strip() == ("avx2" if avx2 is not None else "baseline")
+    assert T.kernel_build() in ("avx2", "baseline")
