@@ -63,11 +63,12 @@ def test_avx2_build_is_bitwise_the_baseline(rng, monkeypatch):
                                           ("trilinear", 3, "half_pixel"),
                                           ("trilinear", 3, "asymmetric"),
                                           ("trilinear", 3, "pytorch_half_pixel")])
-@pytest.mark.parametrize("channels", [1, 4, 9])
+@pytest.mark.parametrize("channels", [1, 4, 9, 8, 40])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_ncx_path_equals_nxc_path_bitwise(mode, rank, ct, channels, dtype, rng):
-    """Channels 4 and 9 use the four-channel NCX kernel (9 with one left over); up, down and
-    equal sizes mix one- and two-weight rows."""
+    """Channels 4 and 9 use the four-channel NCX kernel (9 with one left over); 8 and 40 the
+    vector window of NXC float32 rows (40 = one 32-channel block and one 8-channel block); up,
+    down and equal sizes mix one- and two-weight rows."""
     in_sp, out_sp = (5, 9, 4)[:rank], (11, 4, 4)[:rank]
     dy = rng.standard_normal((2,) + out_sp + (channels,)).astype(dtype)
     src = np.zeros((2,) + in_sp + (channels,), dtype)
@@ -94,3 +95,18 @@ def test_simd_switch():
     res = _build_in_subprocess("auto")
     assert res.stdout.strip() == ("avx2" if avx2 is not None else "baseline")
     assert T.kernel_build() in ("avx2", "baseline")
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("channels", [8, 40, 72])
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+def test_vector_window_bitwise_tf(channels, align, half, rng):
+    """Channel counts that take the 8- and 32-lane window (8, 40) and the scatter (72)."""
+    tf = pytest.importorskip("tensorflow")
+    for iy, ix, oy, ox in [(5, 7, 11, 13), (13, 9, 4, 5), (1, 3, 7, 1), (17, 41, 3, 2)]:
+        dy = rng.standard_normal((2, oy, ox, channels)).astype(np.float32)
+        img = np.zeros((2, iy, ix, channels), np.float32)
+        want = tf.raw_ops.ResizeBilinearGrad(grads=dy, original_image=img, align_corners=align,
+                                             half_pixel_centers=half).numpy()
+        got = T.resize_bilinear_grad(dy, img, align_corners=align, half_pixel_centers=half)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (iy, ix, oy, ox)
