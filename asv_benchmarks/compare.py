@@ -158,6 +158,7 @@ def table(rows, markdown=False):
              _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
              _fmt(r["pct_peak"], ".0f"), _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
+        head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
                          + ["| " + " | ".join(b) + " |" for b in body])
     w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
