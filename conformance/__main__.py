@@ -125,7 +125,8 @@ def main(argv=None):
     print(R.table_text(R.summarize(records)))
     nfail = sum(not r["passed"] for r in records)
     print(f"\n{len(cases)} cases, {len(records)} results, {nfail} failed, "
-          f"{elapsed:.1f} s (TF {meta.get('tensorflow', 'not installed')})")
+          f"{elapsed:.1f} s (TF {meta.get('tensorflow', 'not installed')}; "
+          f"{meta.get('kernel_build', '?')} kernels)")
     print(f"GPU: {gpu_note}")
     for r in records:
         if not r["passed"]:

@@ -62,6 +62,7 @@ def machine_info():
         import tfcompat
         info["tfcompat"] = tfcompat.__version__
         info["openmp"] = tfcompat.openmp_enabled()
+        info["kernel_build"] = tfcompat.kernel_build()
     except ImportError:
         pass
     if "tensorflow" in sys.modules:
