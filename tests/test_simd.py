@@ -110,3 +110,16 @@ def test_vector_window_bitwise_tf(channels, align, half, rng):
                                              half_pixel_centers=half).numpy()
         got = T.resize_bilinear_grad(dy, img, align_corners=align, half_pixel_centers=half)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (iy, ix, oy, ox)
+
+
+def test_selection_without_an_avx2_build(monkeypatch):
+    """A build without _kernels_avx2 (TFCOMPAT_NO_AVX2=1, or not x86-64) or a CPU without AVX2
+    runs the baseline under 'auto' and refuses 'avx2' with a message."""
+    monkeypatch.setattr(_simd, "_load_avx2", lambda: None)
+    assert _simd._select("auto") == (baseline, "baseline")
+    assert _simd._select("baseline") == (baseline, "baseline")
+    with pytest.raises(ImportError, match="TFCOMPAT_SIMD=avx2"):
+        _simd._select("avx2")
+    monkeypatch.setattr(_simd, "_cpu_has_avx2", lambda: False)
+    monkeypatch.setattr(_simd, "_load_avx2", lambda: pytest.fail("loaded on a CPU without AVX2"))
+    assert _simd._select("auto") == (baseline, "baseline")
