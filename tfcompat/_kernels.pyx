@@ -412,6 +412,25 @@ cdef struct RowTables:
     const float* y_w1
 
 
+cdef inline Py_ssize_t _row_weights(RowTables* t, Py_ssize_t gz, Py_ssize_t gy,
+                                    real_src* wr) noexcept nogil:
+    """The weights of dy row (z_src[gz], y_src[gy]) on this dx row, z tap outer, y tap inner
+    (TF's top before bottom), in the data's precision (float: TF's rounding). Returns how many.
+    In 2-D the z weight is exactly 1.0f, so wr is the y weight bit for bit."""
+    cdef float wz[2]
+    cdef float wy[2]
+    cdef Py_ssize_t a, q, nr = 0
+    wz[0] = t.z_w0[gz]
+    wz[1] = t.z_w1[gz]
+    wy[0] = t.y_w0[gy]
+    wy[1] = t.y_w1[gy]
+    for a in range(t.z_cnt[gz]):
+        for q in range(t.y_cnt[gy]):
+            wr[nr] = <real_src>wz[a] * <real_src>wy[q]
+            nr = nr + 1
+    return nr
+
+
 cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                       Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                       Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
@@ -423,26 +442,15 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
     cdef real_acc* dst = dx + row * Ix * C
     cdef const real_src* src
     cdef const real_src* s
-    cdef Py_ssize_t gz, gy, x, a, q, nr
-    cdef float wz[2]
-    cdef float wy[2]
-    cdef real_src wr[4]   # row weights in the data's precision (float: TF's rounding)
+    cdef Py_ssize_t gz, gy, x, nr
+    cdef real_src wr[4]
     cdef float wl, wh
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
-        wz[0] = t.z_w0[gz]
-        wz[1] = t.z_w1[gz]
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
             TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
-            wy[0] = t.y_w0[gy]
-            wy[1] = t.y_w1[gy]
-            nr = 0
-            for a in range(t.z_cnt[gz]):
-                for q in range(t.y_cnt[gy]):
-                    # 2-D: the z weight is exactly 1.0f, so wr is the y weight bit for bit.
-                    wr[nr] = <real_src>wz[a] * <real_src>wy[q]
-                    nr = nr + 1
+            nr = _row_weights(t, gz, gy, wr)
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             if real_src is float and real_acc is float:
                 # measured: the window wins on short channel rows (I1, C=32: 1.5x; R1, C=64:
@@ -575,7 +583,7 @@ cdef void _linear_rows_c1(const real_src* dy, real_acc* dx, Py_ssize_t item, Py_
     cdef Py_ssize_t in_plane = Iz * Iy * Ix, out_plane = Oz * Oy * Ox
     cdef real_acc* dst = dx + c0 * in_plane + sp * Ix
     cdef const real_src* src
-    cdef Py_ssize_t gz, gy, a, q, nr, k
+    cdef Py_ssize_t gz, gy, nr, k
     cdef real_src wr[4]
     for k in range(G):
         memset(dst + k * in_plane, 0, Ix * sizeof(real_acc))
@@ -583,12 +591,7 @@ cdef void _linear_rows_c1(const real_src* dy, real_acc* dx, Py_ssize_t item, Py_
         TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
             TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
-            nr = 0
-            for a in range(t.z_cnt[gz]):
-                for q in range(t.y_cnt[gy]):
-                    wr[nr] = <real_src>(t.z_w0[gz] if a == 0 else t.z_w1[gz]) * \
-                        <real_src>(t.y_w0[gy] if q == 0 else t.y_w1[gy])
-                    nr = nr + 1
+            nr = _row_weights(t, gz, gy, wr)
             src = dy + c0 * out_plane + (t.z_src[gz] * Oy + t.y_src[gy]) * Ox
             if G == C1_GROUP and nr == 1:
                 _c1_source_row4(src, out_plane, dst, in_plane, Ox, Ix, wr[0],
