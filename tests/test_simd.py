@@ -44,6 +44,10 @@ def _cases(rng):
         dyc = rng.standard_normal((n, 16, 16, 16)).astype(f32)
         yield f"conv N={n}", lambda dyc=dyc, n=n: T.conv2d_backprop_input(
             [n, 31, 31, 8], w, dyc, strides=[1, 2, 2, 1], padding="SAME")
+        for half in (np.float16, ml_dtypes.bfloat16):
+            yield f"conv N={n} {np.dtype(half)}", lambda dyc=dyc, n=n, half=half: (
+                T.conv2d_backprop_input([n, 31, 31, 8], w.astype(half), dyc.astype(half),
+                                        strides=[1, 2, 2, 1], padding="SAME"))
 
 
 @needs_avx2

@@ -16,7 +16,7 @@ extension is compiled with ``-ffp-contract=off``.
 from cython.parallel cimport prange
 from libc.math cimport floorf, ceilf, roundf
 from libc.string cimport memset
-from libc.stdint cimport int32_t
+from libc.stdint cimport int32_t, uint16_t
 from scipy.linalg.cython_blas cimport sgemm, dgemm
 
 import numpy as np
@@ -69,6 +69,65 @@ cdef extern from *:
     v8f load8 "tfc_load8"(const float* p) noexcept nogil
     void store8 "tfc_store8"(float* p, v8f v) noexcept nogil
     v8f splat8 "tfc_splat8"(float x) noexcept nogil
+
+
+cdef extern from *:
+    """
+    /* float16 and bfloat16 <-> float32, branch-free so that GCC vectorizes the loops below;
+       plain integer and IEEE float operations only, so both builds give the same bits.
+       float16: Fabian Giesen's half_to_float / float_to_half_rtne (public domain); round to
+       nearest even, subnormals kept, every NaN becomes the quiet NaN 0x7e00 with its sign.
+       bfloat16: Eigen's (and so TF's and ml_dtypes') rounding: round to nearest even, NaN
+       becomes 0x7fc0 with its sign. */
+    #include <stdint.h>
+    static inline uint32_t tfc_fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+    static inline float tfc_bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+    static inline float tfc_h2f(uint16_t h) {
+        uint32_t o = (uint32_t)(h & 0x7fffu) << 13;
+        uint32_t e = o & (0x7c00u << 13);
+        uint32_t n = o + ((uint32_t)(127 - 15) << 23);
+        uint32_t inf = n + ((uint32_t)(128 - 16) << 23);
+        /* subnormal: m * 2^-24, both factors normal floats, so exact even under FTZ/DAZ */
+        uint32_t sub = tfc_fbits((float)(int32_t)(h & 0x3ffu) * 5.9604644775390625e-08f);
+        uint32_t m_inf = 0u - (uint32_t)(e == (0x7c00u << 13));
+        uint32_t m_sub = 0u - (uint32_t)(e == 0);
+        o = (inf & m_inf) | (sub & m_sub) | (n & ~(m_inf | m_sub));
+        return tfc_bitsf(o | ((uint32_t)(h & 0x8000u) << 16));
+    }
+    static inline uint16_t tfc_f2h(float f) {
+        uint32_t u = tfc_fbits(f);
+        uint32_t sign = u & 0x80000000u;
+        u ^= sign;
+        uint32_t big = u > (255u << 23) ? 0x7e00u : 0x7c00u;
+        uint32_t sub = tfc_fbits(tfc_bitsf(u) + tfc_bitsf(126u << 23)) - (126u << 23);
+        uint32_t nrm = (u + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+        /* masks, not ?:, so that GCC computes every candidate and vectorizes the loop */
+        uint32_t m_big = 0u - (uint32_t)(u >= ((127u + 16u) << 23));
+        uint32_t m_sub = 0u - (uint32_t)(u < (113u << 23));
+        uint32_t o = (big & m_big) | (sub & m_sub) | (nrm & ~(m_big | m_sub));
+        return (uint16_t)(o | (sign >> 16));
+    }
+    static inline float tfc_bf2f(uint16_t b) { return tfc_bitsf((uint32_t)b << 16); }
+    static inline uint16_t tfc_f2bf(float f) {
+        uint32_t u = tfc_fbits(f);
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        uint32_t nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+        uint32_t m_nan = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+        return (uint16_t)((nan & m_nan) | (r & ~m_nan));
+    }
+    static inline void tfc_to_f32(const uint16_t *s, float *d, Py_ssize_t n, int bf) {
+        Py_ssize_t i;
+        if (bf) { for (i = 0; i < n; i++) d[i] = tfc_bf2f(s[i]); }
+        else { for (i = 0; i < n; i++) d[i] = tfc_h2f(s[i]); }
+    }
+    static inline void tfc_from_f32(const float *s, uint16_t *d, Py_ssize_t n, int bf) {
+        Py_ssize_t i;
+        if (bf) { for (i = 0; i < n; i++) d[i] = tfc_f2bf(s[i]); }
+        else { for (i = 0; i < n; i++) d[i] = tfc_f2h(s[i]); }
+    }
+    """
+    void to_f32 "tfc_to_f32"(const uint16_t* s, float* d, Py_ssize_t n, int bf) noexcept nogil
+    void from_f32 "tfc_from_f32"(const float* s, uint16_t* d, Py_ssize_t n, int bf) noexcept nogil
 
 
 def index_checks_enabled():
@@ -228,6 +287,42 @@ def set_pool_limit(size_t nbytes):
 def release_pool():
     """Free every cached block; returns the number of bytes freed."""
     return tfc_release()
+
+
+# ---------------------------------------------------------------------------------------
+# float16 / bfloat16 storage <-> float32 compute
+# ---------------------------------------------------------------------------------------
+DEF CONVERT_CHUNK = 16384
+
+
+def to_float32(const uint16_t[::1] src, float[::1] dst, bint bfloat16, int num_threads):
+    """dst = src (float16 or bfloat16 bits) as float32, exactly; in parallel."""
+    cdef Py_ssize_t n = src.shape[0], k, lo, nchunks = (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
+    if dst.shape[0] != n:
+        raise ValueError(f"dst: got {dst.shape[0]} elements; expected {n}")
+    if n == 0:
+        return
+    cdef const uint16_t* ps = &src[0]
+    cdef float* pd = &dst[0]
+    with nogil:
+        for k in prange(nchunks, schedule='static', num_threads=num_threads):
+            lo = k * CONVERT_CHUNK
+            to_f32(ps + lo, pd + lo, min(CONVERT_CHUNK, n - lo), bfloat16)
+
+
+def from_float32(const float[::1] src, uint16_t[::1] dst, bint bfloat16, int num_threads):
+    """dst = src rounded to float16 or bfloat16 (nearest even; NaN stays NaN); in parallel."""
+    cdef Py_ssize_t n = src.shape[0], k, lo, nchunks = (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
+    if dst.shape[0] != n:
+        raise ValueError(f"dst: got {dst.shape[0]} elements; expected {n}")
+    if n == 0:
+        return
+    cdef const float* ps = &src[0]
+    cdef uint16_t* pd = &dst[0]
+    with nogil:
+        for k in prange(nchunks, schedule='static', num_threads=num_threads):
+            lo = k * CONVERT_CHUNK
+            from_f32(ps + lo, pd + lo, min(CONVERT_CHUNK, n - lo), bfloat16)
 
 
 # ---------------------------------------------------------------------------------------
@@ -903,18 +998,17 @@ cdef ConvTables _conv_tables(const int32_t[::1] h_off, const int32_t[::1] h_out,
     return t
 
 
-cdef void _col2im_gather(const real_acc* cols, real_acc* dx, Py_ssize_t row,
-                         Py_ssize_t H, Py_ssize_t W, Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
+cdef void _col2im_gather(const real_acc* cols, real_acc* dst, Py_ssize_t n, Py_ssize_t iy,
+                         Py_ssize_t W, Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
                          Py_ssize_t fw, Py_ssize_t ncol, ConvTables* tab) noexcept nogil:
+    """dst = dx row (n, iy): W * C values, each the sum of its column entries."""
     cdef const int32_t* h_off = tab.h_off
     cdef const int32_t* h_out = tab.h_out
     cdef const int32_t* h_tap = tab.h_tap
     cdef const int32_t* w_off = tab.w_off
     cdef const int32_t* w_out = tab.w_out
     cdef const int32_t* w_tap = tab.w_tap
-    cdef Py_ssize_t n = row // H, iy = row % H
     cdef Py_ssize_t gh, ix, gw, c
-    cdef real_acc* dst = dx + row * W * C
     cdef real_acc* d
     cdef const real_acc* src
     cdef const real_acc* s
@@ -950,7 +1044,8 @@ def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
-            _col2im_gather(pc, pdx, row, H, W, C, OH, OW, fw, ncol, &tab)
+            _col2im_gather(pc, pdx + row * W * C, row // H, row % H, W, C, OH, OW, fw, ncol,
+                           &tab)
     _raise_if_out_of_range("col2im_nhwc")
 
 
@@ -1001,7 +1096,60 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
                     continue
                 _gemm_cols(pdy + n * M * OC, pw, pc + t * M * K, <int>M, <int>K, <int>OC)
                 for iy in range(H):
-                    _col2im_gather(pc + t * M * K, pdx + n * H * W * C, iy, H, W, C, OH, OW,
-                                   fw, K, &tab)
+                    _col2im_gather(pc + t * M * K, pdx + (n * H + iy) * W * C, 0, iy, W, C,
+                                   OH, OW, fw, K, &tab)
                 n = n + num_threads
     _raise_if_out_of_range("conv_backward_per_image")
+
+
+def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, float[::1] work,
+                               uint16_t[::1] dx, Py_ssize_t N, Py_ssize_t H, Py_ssize_t W,
+                               Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t OC,
+                               Py_ssize_t fh, Py_ssize_t fw,
+                               const int32_t[::1] h_off, const int32_t[::1] h_out,
+                               const int32_t[::1] h_tap, const int32_t[::1] w_off,
+                               const int32_t[::1] w_out, const int32_t[::1] w_tap,
+                               int num_threads, bint direct, bint bfloat16):
+    """``conv_backward_per_image`` for float16 / bfloat16 data (``bfloat16`` picks which) held
+    as uint16 bits, computed in float32 and rounded once: each thread widens its image's dy
+    into its part of ``work``, runs the float32 GEMM and col2im there, and rounds each dx row
+    as it completes. ``work`` holds ``num_threads`` blocks of ``conv16_work_size`` floats, so
+    no float32 copy of the whole dy or dx exists."""
+    cdef Py_ssize_t t, n, iy
+    cdef Py_ssize_t M = OH * OW, K = fh * fw * C
+    cdef Py_ssize_t per = conv16_work_size(M, K, OC, W * C)
+    cdef const uint16_t* pdy = &dy[0]
+    cdef const float* pw = &w2[0]
+    cdef float* pwork = &work[0]
+    cdef float* dyf
+    cdef float* cols
+    cdef float* rowbuf
+    cdef uint16_t* pdx = &dx[0]
+    cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
+    TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
+    TFC_CHECK(work.shape[0] >= num_threads * per and dx.shape[0] == N * H * W * C)
+    TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
+    TFC_CHECK(not direct or M * K == H * W * C)
+    with nogil:
+        for t in prange(num_threads, schedule='static', num_threads=num_threads):
+            dyf = pwork + t * per
+            cols = dyf + M * OC
+            rowbuf = cols + M * K
+            n = t
+            while n < N:
+                to_f32(pdy + n * M * OC, dyf, M * OC, bfloat16)
+                _gemm_cols(dyf, pw, cols, <int>M, <int>K, <int>OC)
+                if direct:
+                    from_f32(cols, pdx + n * M * K, M * K, bfloat16)
+                else:
+                    for iy in range(H):
+                        _col2im_gather(cols, rowbuf, 0, iy, W, C, OH, OW, fw, K, &tab)
+                        from_f32(rowbuf, pdx + (n * H + iy) * W * C, W * C, bfloat16)
+                n = n + num_threads
+    _raise_if_out_of_range("conv_backward_per_image_16")
+
+
+cpdef Py_ssize_t conv16_work_size(Py_ssize_t M, Py_ssize_t K, Py_ssize_t OC,
+                                  Py_ssize_t row) noexcept nogil:
+    """Floats one thread of ``conv_backward_per_image_16`` needs: dy image, columns, dx row."""
+    return M * OC + M * K + row

@@ -37,7 +37,37 @@ def _gather_table(axis):
     return _kernels.invert_axis_map(axis.in_size, fwd[0], fwd[0], ones, ones, False)
 
 
-def _kernel_buffers(problem):
+def _half_kind(dtype):
+    """True for bfloat16, False for float16, None for any other dtype."""
+    if dtype == ck.BFLOAT16:
+        return True
+    if dtype == ck.FLOAT16:
+        return False
+    return None
+
+
+def to_float32(arr, nthreads):
+    """A C-contiguous float32 copy of a float16/bfloat16 array (exact), in parallel."""
+    src = np.ascontiguousarray(arr)
+    out = np.empty(src.shape, _F32)
+    _kernels.to_float32(src.reshape(-1).view(np.uint16), out.reshape(-1), _half_kind(arr.dtype),
+                        nthreads)
+    return out
+
+
+def round_to(dx, dtype, nthreads):
+    """The float32 array ``dx`` rounded once to ``dtype`` (nearest even), in parallel where
+    ``dtype`` is float16 or bfloat16."""
+    kind = _half_kind(dtype)
+    if kind is None or dx.dtype != _F32:
+        return dx.astype(dtype)
+    src = np.ascontiguousarray(dx)
+    out = _memory.empty(src.shape, dtype)
+    _kernels.from_float32(src.reshape(-1), out.reshape(-1).view(np.uint16), kind, nthreads)
+    return out
+
+
+def _kernel_buffers(problem, nthreads):
     """dy as the kernel's source type (C-contiguous, flat) and the matching dx dtype."""
     dy = problem.dy
     if dy.dtype == np.int8:
@@ -50,6 +80,8 @@ def _kernel_buffers(problem):
     acc = problem.compute_dtype
     if not problem.linear:
         src = acc  # nearest sums in the type it reads
+    if src == _F32 and _half_kind(dy.dtype) is not None:
+        return to_float32(dy, nthreads).reshape(-1), acc
     return np.ascontiguousarray(dy, dtype=src).reshape(-1), acc
 
 
@@ -68,7 +100,7 @@ def resample(problem, num_threads=None):
     z_tab = _TRIVIAL if axes[0] is None else _gather_table(axes[0])
     y_tab = _TRIVIAL if axes[1] is None else _gather_table(axes[1])
     x_map = axis_forward_map(axes[2])
-    dy, acc = _kernel_buffers(problem)
+    dy, acc = _kernel_buffers(problem, nthreads)
     dx = _memory.empty(rows_b * in3[0] * in3[1] * in3[2] * C, acc)
     if problem.linear:
         _kernels.linear_backward(dy, dx, rows_b, *in3, *out3, C, *z_tab, *y_tab, *x_map, nthreads)
@@ -78,7 +110,7 @@ def resample(problem, num_threads=None):
     dx = dx.reshape(out_shape)
     if problem.dy.dtype.kind in "iu":
         return dx.view(problem.dy.dtype)
-    return dx if dx.dtype == problem.out_dtype else dx.astype(problem.out_dtype)
+    return dx if dx.dtype == problem.out_dtype else round_to(dx, problem.out_dtype, nthreads)
 
 
 _blas_controller = None
@@ -99,15 +131,31 @@ def conv_backprop_input(problem, num_threads=None):
         return np.zeros(p.out_shape, dtype=p.dtype)
     nthreads = get_num_threads() if num_threads is None else num_threads
     ct = p.compute_dtype
+    half = _half_kind(p.dtype)
     dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
-    dy = np.ascontiguousarray(dy, dtype=ct)
     w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
-    dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
     K = p.fh * p.fw * p.C
     rows = p.OH * p.OW
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
+    if half is not None and p.N >= 2:
+        # float16/bfloat16: each thread widens its own image, and rounds each dx row as it is
+        # finished; no float32 copy of the whole dy or dx
+        nt = max(1, min(nthreads, p.N))
+        dy = np.ascontiguousarray(dy)
+        dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)
+        work = _memory.empty(nt * _kernels.conv16_work_size(rows, K, p.OC, p.W * p.C), _F32)
+        with _blas_single_thread():
+            _kernels.conv_backward_per_image_16(
+                dy.reshape(-1).view(np.uint16), w2.reshape(-1), work,
+                dx.reshape(-1).view(np.uint16), p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw,
+                *h_tab, *w_tab, nt, direct, half)
+        if not p.channels_last:
+            dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
+        return dx
+    dy = to_float32(dy, nthreads) if half is not None else np.ascontiguousarray(dy, dtype=ct)
+    dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
     if p.N >= 2:
         # one image per thread, single-threaded BLAS inside (scikit-learn's k-means pattern);
         # the path depends on N only, never on the thread count
@@ -128,7 +176,7 @@ def conv_backprop_input(problem, num_threads=None):
                              p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
     if not p.channels_last:
         dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    return dx if dx.dtype == p.dtype else dx.astype(p.dtype)
+    return dx if dx.dtype == p.dtype else round_to(dx, p.dtype, nthreads)
 
 
 def _resample_kernel(parser):
