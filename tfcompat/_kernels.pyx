@@ -161,9 +161,10 @@ cdef extern from *:
     #define TFC_POOL_SLOTS 8
     #define TFC_POOL_MIN ((size_t)1 << 20)     /* blocks below 1 MiB use plain malloc */
     #define TFC_HDR 64                          /* header: capacity, keeps 64-byte alignment */
-    typedef struct { void *base; size_t cap; } tfc_block;
+    typedef struct { void *base; size_t cap; size_t stamp; } tfc_block;
     static tfc_block tfc_slots[TFC_POOL_SLOTS];
     static size_t tfc_cached = 0, tfc_limit = (size_t)1 << 30, tfc_hits = 0, tfc_misses = 0;
+    static size_t tfc_clock = 0;
     static pthread_mutex_t tfc_lock = PTHREAD_MUTEX_INITIALIZER;
 
     static void *tfc_new_block(size_t size) {
@@ -213,16 +214,30 @@ cdef extern from *:
         char *base = (char *)ptr - TFC_HDR;
         size_t cap = *(size_t *)base;
         if (cap == 0) { free(base); return; }
+        if (cap > tfc_limit) { free(base); return; }
+        /* keep the block just freed, evicting the least recently cached ones to make room: a
+           loop that calls kernels with the same shapes wants its newest blocks back */
+        void *evicted[TFC_POOL_SLOTS];
+        int n_evicted = 0;
         pthread_mutex_lock(&tfc_lock);
-        int slot = -1;
-        for (int i = 0; i < TFC_POOL_SLOTS; i++) if (!tfc_slots[i].base) { slot = i; break; }
-        if (slot >= 0 && tfc_cached + cap <= tfc_limit) {
-            tfc_slots[slot].base = base; tfc_slots[slot].cap = cap;
-            tfc_cached += cap;
-            base = NULL;
+        for (;;) {
+            int empty = -1, oldest = -1;
+            for (int i = 0; i < TFC_POOL_SLOTS; i++) {
+                if (!tfc_slots[i].base) { if (empty < 0) empty = i; }
+                else if (oldest < 0 || tfc_slots[i].stamp < tfc_slots[oldest].stamp) oldest = i;
+            }
+            if (empty >= 0 && tfc_cached + cap <= tfc_limit) {
+                tfc_slots[empty].base = base; tfc_slots[empty].cap = cap;
+                tfc_slots[empty].stamp = ++tfc_clock;
+                tfc_cached += cap;
+                break;
+            }
+            evicted[n_evicted++] = tfc_slots[oldest].base;
+            tfc_cached -= tfc_slots[oldest].cap;
+            tfc_slots[oldest].base = NULL; tfc_slots[oldest].cap = 0;
         }
         pthread_mutex_unlock(&tfc_lock);
-        if (base) free(base);
+        for (int i = 0; i < n_evicted; i++) free(evicted[i]);
     }
     static void *tfc_realloc(void *ctx, void *ptr, size_t new_size) {
         if (!ptr) return tfc_malloc(ctx, new_size);
@@ -1000,8 +1015,11 @@ cdef ConvTables _conv_tables(const int32_t[::1] h_off, const int32_t[::1] h_out,
 
 cdef void _col2im_gather(const real_acc* cols, real_acc* dst, Py_ssize_t n, Py_ssize_t iy,
                          Py_ssize_t W, Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
-                         Py_ssize_t fw, Py_ssize_t ncol, ConvTables* tab) noexcept nogil:
-    """dst = dx row (n, iy): W * C values, each the sum of its column entries."""
+                         Py_ssize_t fw, Py_ssize_t ncol, ConvTables* tab,
+                         Py_ssize_t ring) noexcept nogil:
+    """dst = dx row (n, iy): W * C values, each the sum of its column entries. Column row r
+    (r = n * OH + oy) is at ``cols + (r % ring) * OW * ncol``: ``ring`` is the number of
+    output rows ``cols`` holds (all of them, or a ring of the most recent ones)."""
     cdef const int32_t* h_off = tab.h_off
     cdef const int32_t* h_out = tab.h_out
     cdef const int32_t* h_tap = tab.h_tap
@@ -1015,7 +1033,7 @@ cdef void _col2im_gather(const real_acc* cols, real_acc* dst, Py_ssize_t n, Py_s
     memset(dst, 0, W * C * sizeof(real_acc))
     for gh in range(h_off[iy], h_off[iy + 1]):
         TFC_CHECK(0 <= h_out[gh] < OH and 0 <= h_tap[gh] < ncol // (fw * C))
-        src = cols + (n * OH + h_out[gh]) * OW * ncol + h_tap[gh] * fw * C
+        src = cols + ((n * OH + h_out[gh]) % ring) * OW * ncol + h_tap[gh] * fw * C
         for ix in range(W):
             d = dst + ix * C
             for gw in range(w_off[ix], w_off[ix + 1]):
@@ -1045,7 +1063,7 @@ def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
             _col2im_gather(pc, pdx + row * W * C, row // H, row % H, W, C, OH, OW, fw, ncol,
-                           &tab)
+                           &tab, N * OH)
     _raise_if_out_of_range("col2im_nhwc")
 
 
@@ -1062,6 +1080,30 @@ cdef inline void _gemm_cols(const real_acc* dy, const real_acc* w2, real_acc* co
         dgemm(&ta, &tb, &K, &M, &OC, &one, <double*>w2, &OC, <double*>dy, &OC, &zero, cols, &K)
 
 
+cdef inline Py_ssize_t _columns_up_to(const real_acc* dy, const real_acc* w2, real_acc* ring,
+                                      Py_ssize_t next_oy, Py_ssize_t need, Py_ssize_t OH,
+                                      Py_ssize_t OW, Py_ssize_t K, Py_ssize_t OC,
+                                      Py_ssize_t band, Py_ssize_t cap) noexcept nogil:
+    """Compute one image's column rows next_oy .. need (whole bands of ``band`` output rows,
+    one GEMM each) into the ring of ``cap`` rows; returns the first row not computed."""
+    cdef Py_ssize_t b
+    while next_oy <= need:
+        b = min(band, OH - next_oy)
+        TFC_CHECK(next_oy % band == 0 and next_oy % cap + b <= cap)
+        _gemm_cols(dy + next_oy * OW * OC, w2, ring + (next_oy % cap) * OW * K, <int>(b * OW),
+                   <int>K, <int>OC)
+        next_oy = next_oy + b
+    return next_oy
+
+
+cdef inline Py_ssize_t _last_out_row(ConvTables* tab, Py_ssize_t iy) noexcept nogil:
+    """The largest output row that dx row iy gathers from (-1: none); the table lists them in
+    ascending order."""
+    if tab.h_off[iy] == tab.h_off[iy + 1]:
+        return -1
+    return tab.h_out[tab.h_off[iy + 1] - 1]
+
+
 def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real_acc[::1] cols,
                             real_acc[::1] dx, Py_ssize_t N, Py_ssize_t H, Py_ssize_t W,
                             Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t OC,
@@ -1069,35 +1111,45 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
                             const int32_t[::1] h_off, const int32_t[::1] h_out,
                             const int32_t[::1] h_tap, const int32_t[::1] w_off,
                             const int32_t[::1] w_out, const int32_t[::1] w_tap, int num_threads,
-                            bint direct=False):
-    """Conv2DBackpropInput, one image per thread: a single-threaded BLAS GEMM into this
-    thread's column buffer (``cols`` holds ``num_threads`` of them), then that image's col2im
-    gather. Thread t does images t, t + num_threads, ...; every image is computed the same way
-    whichever thread runs it, so the result does not depend on the thread count. The caller
-    limits BLAS to one thread for the duration. ``direct`` (1x1, stride 1, no padding): the
-    GEMM writes the image's dx itself and there is no col2im."""
-    cdef Py_ssize_t t, n, iy
+                            bint direct=False, Py_ssize_t band=0, Py_ssize_t cap=0):
+    """Conv2DBackpropInput, one image per thread. Thread t does images t, t + num_threads, ...;
+    every image is computed the same way whichever thread runs it, so the result does not
+    depend on the thread count. The caller limits BLAS to one thread for the duration.
+
+    The columns of an image are computed in bands of ``band`` output rows (one single-threaded
+    GEMM each) into a ring of ``cap`` rows per thread (``cols`` holds ``num_threads`` rings of
+    ``cap * OW * fh * fw * C``), just ahead of the dx rows that gather from them, so the
+    columns are read back from cache. ``cap >= band + span - 1`` (span: the most output rows
+    a dx row reads, counted back from the newest output row any earlier dx row needed) and
+    a multiple of ``band``, or ``band = cap = OH`` (the whole image).
+    ``direct`` (1x1, stride 1, no padding): the GEMM writes the image's dx itself."""
+    cdef Py_ssize_t t, n, iy, next_oy
     cdef Py_ssize_t M = OH * OW, K = fh * fw * C
     cdef const real_acc* pdy = &dy[0]
     cdef const real_acc* pw = &w2[0]
     cdef real_acc* pc = &cols[0] if cols.shape[0] else NULL
+    cdef real_acc* ring
     cdef real_acc* pdx = &dx[0]
     cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
     TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
-    TFC_CHECK((direct or cols.shape[0] >= num_threads * M * K) and dx.shape[0] == N * H * W * C)
+    TFC_CHECK(direct or (band >= 1 and cap >= band and cap % band == 0 or band == cap == OH))
+    TFC_CHECK((direct or cols.shape[0] >= num_threads * cap * OW * K) and dx.shape[0] == N * H * W * C)
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     with nogil:
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
+            ring = pc + t * cap * OW * K
             n = t
             while n < N:
                 if direct:
                     _gemm_cols(pdy + n * M * OC, pw, pdx + n * M * K, <int>M, <int>K, <int>OC)
                     n = n + num_threads
                     continue
-                _gemm_cols(pdy + n * M * OC, pw, pc + t * M * K, <int>M, <int>K, <int>OC)
+                next_oy = 0
                 for iy in range(H):
-                    _col2im_gather(pc + t * M * K, pdx + (n * H + iy) * W * C, 0, iy, W, C,
-                                   OH, OW, fw, K, &tab)
+                    next_oy = _columns_up_to(pdy + n * M * OC, pw, ring, next_oy,
+                                             _last_out_row(&tab, iy), OH, OW, K, OC, band, cap)
+                    _col2im_gather(ring, pdx + (n * H + iy) * W * C, 0, iy, W, C, OH, OW, fw, K,
+                                   &tab, cap)
                 n = n + num_threads
     _raise_if_out_of_range("conv_backward_per_image")
 
@@ -1109,47 +1161,54 @@ def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, floa
                                const int32_t[::1] h_off, const int32_t[::1] h_out,
                                const int32_t[::1] h_tap, const int32_t[::1] w_off,
                                const int32_t[::1] w_out, const int32_t[::1] w_tap,
-                               int num_threads, bint direct, bint bfloat16):
+                               int num_threads, bint direct, bint bfloat16, Py_ssize_t band,
+                               Py_ssize_t cap):
     """``conv_backward_per_image`` for float16 / bfloat16 data (``bfloat16`` picks which) held
     as uint16 bits, computed in float32 and rounded once: each thread widens its image's dy
-    into its part of ``work``, runs the float32 GEMM and col2im there, and rounds each dx row
-    as it completes. ``work`` holds ``num_threads`` blocks of ``conv16_work_size`` floats, so
-    no float32 copy of the whole dy or dx exists."""
-    cdef Py_ssize_t t, n, iy
+    into its part of ``work``, computes the float32 columns and col2im there, and rounds each
+    dx row as it completes. ``work`` holds ``num_threads`` blocks of ``conv16_work_size``
+    floats, so no float32 copy of the whole dy or dx exists."""
+    cdef Py_ssize_t t, n, iy, next_oy
     cdef Py_ssize_t M = OH * OW, K = fh * fw * C
-    cdef Py_ssize_t per = conv16_work_size(M, K, OC, W * C)
+    cdef Py_ssize_t per = conv16_work_size(M, OC, (M if direct else cap * OW) * K, W * C)
     cdef const uint16_t* pdy = &dy[0]
     cdef const float* pw = &w2[0]
     cdef float* pwork = &work[0]
     cdef float* dyf
-    cdef float* cols
+    cdef float* ring
     cdef float* rowbuf
     cdef uint16_t* pdx = &dx[0]
     cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
     TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
+    TFC_CHECK(direct or (band >= 1 and cap >= band and cap % band == 0 or band == cap == OH))
     TFC_CHECK(work.shape[0] >= num_threads * per and dx.shape[0] == N * H * W * C)
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     TFC_CHECK(not direct or M * K == H * W * C)
     with nogil:
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             dyf = pwork + t * per
-            cols = dyf + M * OC
-            rowbuf = cols + M * K
+            ring = dyf + M * OC
+            rowbuf = ring + (M if direct else cap * OW) * K
             n = t
             while n < N:
                 to_f32(pdy + n * M * OC, dyf, M * OC, bfloat16)
-                _gemm_cols(dyf, pw, cols, <int>M, <int>K, <int>OC)
                 if direct:
-                    from_f32(cols, pdx + n * M * K, M * K, bfloat16)
-                else:
-                    for iy in range(H):
-                        _col2im_gather(cols, rowbuf, 0, iy, W, C, OH, OW, fw, K, &tab)
-                        from_f32(rowbuf, pdx + (n * H + iy) * W * C, W * C, bfloat16)
+                    _gemm_cols(dyf, pw, ring, <int>M, <int>K, <int>OC)
+                    from_f32(ring, pdx + n * M * K, M * K, bfloat16)
+                    n = n + num_threads
+                    continue
+                next_oy = 0
+                for iy in range(H):
+                    next_oy = _columns_up_to(dyf, pw, ring, next_oy, _last_out_row(&tab, iy),
+                                             OH, OW, K, OC, band, cap)
+                    _col2im_gather(ring, rowbuf, 0, iy, W, C, OH, OW, fw, K, &tab, cap)
+                    from_f32(rowbuf, pdx + (n * H + iy) * W * C, W * C, bfloat16)
                 n = n + num_threads
     _raise_if_out_of_range("conv_backward_per_image_16")
 
 
-cpdef Py_ssize_t conv16_work_size(Py_ssize_t M, Py_ssize_t K, Py_ssize_t OC,
+cpdef Py_ssize_t conv16_work_size(Py_ssize_t M, Py_ssize_t OC, Py_ssize_t ring,
                                   Py_ssize_t row) noexcept nogil:
-    """Floats one thread of ``conv_backward_per_image_16`` needs: dy image, columns, dx row."""
-    return M * OC + M * K + row
+    """Floats one thread of ``conv_backward_per_image_16`` needs: its image's dy (M * OC), the
+    column ring (``ring`` floats) and one dx row."""
+    return M * OC + ring + row

@@ -1,0 +1,73 @@
+"""The per-image conv computes columns in bands into a ring of output rows. The benchmark shapes
+are large enough to use the ring; these small cases force it (tiny bands), so every stride,
+dilation, padding and filter size walks a ring that wraps many times."""
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tfcompat as T
+from tfcompat.backends import cython_backend
+
+from conftest import CONV_TOL, assert_close
+
+CASES = [  # (fh, fw, stride, dilation, pads (top, bottom, left, right))
+    (fh, fw, s, d, pads)
+    for (fh, fw), s, d, pads in itertools.product(
+        [(1, 1), (2, 2), (3, 3), (5, 3)], [1, 2, 3], [1, 2], [(0, 0, 0, 0), (1, 2, 0, 1), (3, 0, 2, 2)])
+]
+
+
+def _run(case, dtype, rng, n=3, h=23, w=9, c=3, oc=4):
+    fh, fw, s, d, (pt, pb, pl, pr) = case
+    oh = (h + pt + pb - (fh - 1) * d - 1) // s + 1
+    ow = (w + pl + pr - (fw - 1) * d - 1) // s + 1
+    if oh < 1 or ow < 1:
+        pytest.skip("filter larger than the padded input")
+    filt = rng.standard_normal((fh, fw, c, oc))
+    dy = rng.standard_normal((n, oh, ow, oc))
+    kw = dict(strides=[1, s, s, 1], padding="EXPLICIT", dilations=[1, d, d, 1],
+              explicit_paddings=[0, 0, pt, pb, pl, pr, 0, 0])
+    got = T.conv2d_backprop_input([n, h, w, c], filt.astype(dtype), dy.astype(dtype), **kw)
+    ref = T.conv2d_backprop_input([n, h, w, c], filt.astype(dtype).astype(np.float64),
+                                  dy.astype(dtype).astype(np.float64), backend="numpy", **kw)
+    scale = T.conv2d_backprop_input([n, h, w, c], np.abs(filt), np.abs(dy), backend="numpy", **kw)
+    return got, ref, scale
+
+
+@pytest.mark.parametrize("band_bytes", [1, 40])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16],
+                         ids=["float32", "float64", "float16"])
+def test_ring_of_columns_matches_reference(case, dtype, band_bytes, rng, monkeypatch):
+    monkeypatch.setattr(cython_backend, "BAND_GEMM_BYTES", band_bytes)
+    got, ref, scale = _run(case, dtype, rng)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+
+
+def test_ring_is_used_and_bounded(rng):
+    """C1's shape gets a ring of a few output rows, not the image's 56."""
+    p = type("P", (), {"OH": 56, "OW": 56})
+    from tfcompat import _simd
+    h_tab = _simd.kernels.conv_axis_table(56, 56, 3, 1, 1, 1)
+    band, cap = cython_backend.column_ring(p, h_tab, 4)
+    # 512 column rows per band is 10 output rows of 56; one dx row reads 3 output rows
+    assert (band, cap) == (10, 20)
+    assert cython_backend.column_ring(p, h_tab, 8) == (5, 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["float32", "bfloat16"])
+def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
+    monkeypatch.setattr(cython_backend, "BAND_GEMM_BYTES", 1)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            outs.append(_run((3, 3, 2, 2, (1, 2, 0, 1)), dtype, np.random.default_rng(5), n=5)[0])
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))

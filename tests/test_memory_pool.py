@@ -1,0 +1,78 @@
+"""The output pool: large outputs come back from recently freed blocks, the newest are kept
+when it is full, and it never holds more than its limit."""
+import numpy as np
+import pytest
+
+import tfcompat as T
+from tfcompat import _memory
+
+MIB = 2 ** 20
+
+
+@pytest.fixture
+def pool():
+    T.release_memory()
+    T.set_memory_pool_limit(1024 * MIB)
+    yield
+    T.release_memory()
+    T.set_memory_pool_limit(1024 * MIB)
+
+
+def test_a_freed_output_is_handed_out_again(pool):
+    before = T.memory_pool_stats()
+    a = _memory.empty(2 * MIB, np.uint8)
+    del a
+    assert T.memory_pool_stats()["cached_bytes"] >= 2 * MIB
+    b = _memory.empty(2 * MIB, np.uint8)
+    after = T.memory_pool_stats()
+    assert after["hits"] == before["hits"] + 1
+    assert after["misses"] == before["misses"] + 1
+    b[:] = 7  # the memory is usable
+    assert int(b.sum()) == 7 * 2 * MIB
+
+
+def test_small_arrays_bypass_the_pool(pool):
+    before = T.memory_pool_stats()
+    a = _memory.empty(1000, np.float32)
+    del a
+    assert T.memory_pool_stats() == before
+
+
+def test_full_pool_keeps_the_newest_blocks(pool):
+    # nine distinct sizes, freed oldest first: the pool (8 slots) keeps the last eight
+    arrays = [_memory.empty((k + 1) * MIB, np.uint8) for k in range(9)]
+    while arrays:
+        arrays.pop(0)
+    stats = T.memory_pool_stats()
+    assert stats["cached_bytes"] >= sum(k * MIB for k in range(2, 10))
+    assert stats["cached_bytes"] < sum(k * MIB for k in range(1, 10))
+    hits = stats["hits"]
+    newest = _memory.empty(9 * MIB, np.uint8)  # a hit: the newest block was kept
+    assert T.memory_pool_stats()["hits"] == hits + 1
+    del newest
+
+
+def test_limit_is_respected_and_zero_disables(pool):
+    T.set_memory_pool_limit(5 * MIB)
+    a, b = _memory.empty(3 * MIB, np.uint8), _memory.empty(3 * MIB, np.uint8)
+    del a, b
+    assert T.memory_pool_stats()["cached_bytes"] <= 5 * MIB
+    T.set_memory_pool_limit(0)
+    assert T.memory_pool_stats()["cached_bytes"] == 0
+    c = _memory.empty(3 * MIB, np.uint8)
+    del c
+    assert T.memory_pool_stats()["cached_bytes"] == 0
+
+
+def test_release_memory_frees_everything(pool):
+    a = _memory.empty(4 * MIB, np.uint8)
+    del a
+    assert T.release_memory() >= 4 * MIB
+    assert T.memory_pool_stats()["cached_bytes"] == 0
+
+
+def test_limit_argument_is_checked():
+    with pytest.raises(ValueError, match="nbytes"):
+        T.set_memory_pool_limit(-1)
+    with pytest.raises(ValueError, match="nbytes"):
+        T.set_memory_pool_limit(1.5)
