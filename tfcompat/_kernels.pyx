@@ -13,9 +13,10 @@ Float32 coordinate math follows TensorFlow's evaluation order (SPEC.md section 0
 literal below is cast to ``float`` so that C does not promote the expression to double, and the
 extension is compiled with ``-ffp-contract=off``.
 """
-from cython.parallel cimport prange
+from cython.parallel cimport prange, parallel
 from libc.math cimport floorf, ceilf, roundf
 from libc.string cimport memset
+from libc.stdlib cimport malloc, free
 from libc.stdint cimport int32_t, uint16_t
 from scipy.linalg.cython_blas cimport sgemm, dgemm
 
@@ -50,9 +51,14 @@ cdef extern from *:
     #define TFC_CHECKS_ON 0
     #endif
     static int tfc_take_oob(void) { int v = tfc_oob; tfc_oob = 0; return v; }
+    static volatile int tfc_nomem = 0;
+    static void tfc_alloc_failed(void) { tfc_nomem = 1; }
+    static int tfc_take_alloc_failed(void) { int v = tfc_nomem; tfc_nomem = 0; return v; }
     """
     void TFC_CHECK(bint) noexcept nogil
     int tfc_take_oob() noexcept nogil
+    void tfc_alloc_failed() noexcept nogil
+    int tfc_take_alloc_failed() noexcept nogil
     int TFC_CHECKS_ON
 
 
@@ -712,6 +718,43 @@ cdef void _linear_rows_c1(const real_src* dy, real_acc* dx, Py_ssize_t item, Py_
                                    x_lo, x_hi, x_wlo, x_whi)
 
 
+# NCX float32: eight channels at a time through the NXC window kernel. Each contributing dy row
+# of the eight channels is transposed into an [Ox, 8] block (missing channels of a last, short
+# group are zeros), _window_block8 accumulates the [Ix, 8] dx block, which is transposed back
+# into the eight dx rows. The window adds every element's terms in the NXC order, which the
+# tests prove equal to the NCX order (and to TF's).
+cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ssize_t rows_b,
+                              Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                              Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox,
+                              RowTables* t, const int32_t* x_lo, const int32_t* x_hi,
+                              const float* x_wlo, const float* x_whi, float* sbuf,
+                              float* dbuf) noexcept nogil:
+    """Row (iz, iy) of the channels c0 .. c0 + 7 (item = channel group * Iz*Iy + iz*Iy + iy);
+    ``sbuf`` holds Ox * 8 floats and ``dbuf`` Ix * 8."""
+    cdef Py_ssize_t sp = item % (Iz * Iy), c0 = (item // (Iz * Iy)) * 8
+    cdef Py_ssize_t iz = sp // Iy, iy = sp % Iy, G = min(<Py_ssize_t>8, rows_b - c0)
+    cdef Py_ssize_t in_plane = Iz * Iy * Ix, out_plane = Oz * Oy * Ox
+    cdef const float* src
+    cdef Py_ssize_t gz, gy, nr, k, x
+    cdef float wr[4]
+    memset(dbuf, 0, Ix * 8 * sizeof(float))
+    if G < 8:
+        memset(sbuf, 0, Ox * 8 * sizeof(float))
+    for gz in range(t.z_off[iz], t.z_off[iz + 1]):
+        TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
+        for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+            TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
+            nr = _row_weights(t, gz, gy, wr)
+            src = dy + c0 * out_plane + (t.z_src[gz] * Oy + t.y_src[gy]) * Ox
+            for k in range(G):
+                for x in range(Ox):
+                    sbuf[x * 8 + k] = src[k * out_plane + x]
+            _window_block8(sbuf, dbuf, Ox, Ix, 8, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+    for k in range(G):
+        for x in range(Ix):
+            dx[(c0 + k) * in_plane + sp * Ix + x] = dbuf[x * 8 + k]
+
+
 # float32 NXC rows with C a multiple of 8 up to 64: the same walk as the NCX kernel above, along x with
 # dst[lo] and dst[lo + 1] in registers, over blocks of 32 (or 8) channels as 8-lane vectors.
 # Per tap this saves the load and store of dst that the plain scatter pays.
@@ -897,6 +940,26 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
     TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
     TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_lo.shape[0] == Ox)
     cdef Py_ssize_t items = ((rows_b + C1_GROUP - 1) // C1_GROUP) * Iz * Iy
+    cdef float* sbuf
+    cdef float* dbuf
+    if real_src is float and real_acc is float:
+        if C == 1:
+            items = ((rows_b + 7) // 8) * Iz * Iy
+            with nogil, parallel(num_threads=num_threads):
+                sbuf = <float*>malloc(Ox * 8 * sizeof(float))
+                dbuf = <float*>malloc(Ix * 8 * sizeof(float))
+                if sbuf != NULL and dbuf != NULL:
+                    for row in prange(items, schedule='static'):
+                        _linear_rows_c8_f32(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, &t,
+                                            plo, phi, pwl, pwh, sbuf, dbuf)
+                else:
+                    tfc_alloc_failed()
+                free(sbuf)
+                free(dbuf)
+            if tfc_take_alloc_failed():
+                raise MemoryError("linear_backward: no memory for the per-thread channel blocks")
+            _raise_if_out_of_range("linear_backward")
+            return
     with nogil:
         if C == 1:
             for row in prange(items, schedule='static', num_threads=num_threads):
