@@ -1159,6 +1159,13 @@ cdef inline Py_ssize_t _columns_up_to(const real_acc* dy, const real_acc* w2, re
     return next_oy
 
 
+cdef inline void _check_ring(bint direct, Py_ssize_t band, Py_ssize_t cap, Py_ssize_t OH) except *:
+    """The ring's shape is arithmetic the kernel divides by: refuse one it cannot use."""
+    if not direct and not (1 <= band <= OH and cap >= band and cap % band == 0):
+        raise ValueError(f"band, cap: got {band}, {cap} for {OH} output rows; expected "
+                         "1 <= band <= output rows and cap a multiple of band, at least band")
+
+
 cdef inline Py_ssize_t _last_out_row(ConvTables* tab, Py_ssize_t iy) noexcept nogil:
     """The largest output row that dx row iy gathers from (-1: none); the table lists them in
     ascending order."""
@@ -1174,7 +1181,7 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
                             const int32_t[::1] h_off, const int32_t[::1] h_out,
                             const int32_t[::1] h_tap, const int32_t[::1] w_off,
                             const int32_t[::1] w_out, const int32_t[::1] w_tap, int num_threads,
-                            bint direct=False, Py_ssize_t band=0, Py_ssize_t cap=0):
+                            bint direct, Py_ssize_t band, Py_ssize_t cap):
     """Conv2DBackpropInput, one image per thread. Thread t does images t, t + num_threads, ...;
     every image is computed the same way whichever thread runs it, so the result does not
     depend on the thread count. The caller limits BLAS to one thread for the duration.
@@ -1193,9 +1200,9 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
     cdef real_acc* pc = &cols[0] if cols.shape[0] else NULL
     cdef real_acc* ring
     cdef real_acc* pdx = &dx[0]
+    _check_ring(direct, band, cap, OH)
     cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
     TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
-    TFC_CHECK(direct or (band >= 1 and cap >= band and cap % band == 0 or band == cap == OH))
     TFC_CHECK((direct or cols.shape[0] >= num_threads * cap * OW * K) and dx.shape[0] == N * H * W * C)
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     with nogil:
@@ -1241,9 +1248,9 @@ def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, floa
     cdef float* ring
     cdef float* rowbuf
     cdef uint16_t* pdx = &dx[0]
+    _check_ring(direct, band, cap, OH)
     cdef ConvTables tab = _conv_tables(h_off, h_out, h_tap, w_off, w_out, w_tap)
     TFC_CHECK(dy.shape[0] == N * M * OC and w2.shape[0] == K * OC)
-    TFC_CHECK(direct or (band >= 1 and cap >= band and cap % band == 0 or band == cap == OH))
     TFC_CHECK(work.shape[0] >= num_threads * per and dx.shape[0] == N * H * W * C)
     TFC_CHECK(h_off.shape[0] == H + 1 and w_off.shape[0] == W + 1)
     TFC_CHECK(not direct or M * K == H * W * C)
