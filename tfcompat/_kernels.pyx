@@ -316,34 +316,37 @@ def release_pool():
 DEF CONVERT_CHUNK = 16384
 
 
+cdef void _convert(const void* src, void* dst, Py_ssize_t n, bint bfloat16, bint widen,
+                   int num_threads) noexcept nogil:
+    """Chunks of CONVERT_CHUNK elements in parallel: widen uint16 bits to float32, or round
+    float32 to uint16 bits."""
+    cdef Py_ssize_t k, lo, nchunks = (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
+    for k in prange(nchunks, schedule='static', num_threads=num_threads):
+        lo = k * CONVERT_CHUNK
+        if widen:
+            to_f32(<const uint16_t*>src + lo, <float*>dst + lo, min(CONVERT_CHUNK, n - lo),
+                   bfloat16)
+        else:
+            from_f32(<const float*>src + lo, <uint16_t*>dst + lo, min(CONVERT_CHUNK, n - lo),
+                     bfloat16)
+
+
 def to_float32(const uint16_t[::1] src, float[::1] dst, bint bfloat16, int num_threads):
     """dst = src (float16 or bfloat16 bits) as float32, exactly; in parallel."""
-    cdef Py_ssize_t n = src.shape[0], k, lo, nchunks = (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
-    if dst.shape[0] != n:
-        raise ValueError(f"dst: got {dst.shape[0]} elements; expected {n}")
-    if n == 0:
-        return
-    cdef const uint16_t* ps = &src[0]
-    cdef float* pd = &dst[0]
-    with nogil:
-        for k in prange(nchunks, schedule='static', num_threads=num_threads):
-            lo = k * CONVERT_CHUNK
-            to_f32(ps + lo, pd + lo, min(CONVERT_CHUNK, n - lo), bfloat16)
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError(f"dst: got {dst.shape[0]} elements; expected {src.shape[0]}")
+    if src.shape[0]:
+        with nogil:
+            _convert(&src[0], &dst[0], src.shape[0], bfloat16, True, num_threads)
 
 
 def from_float32(const float[::1] src, uint16_t[::1] dst, bint bfloat16, int num_threads):
     """dst = src rounded to float16 or bfloat16 (nearest even; NaN stays NaN); in parallel."""
-    cdef Py_ssize_t n = src.shape[0], k, lo, nchunks = (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
-    if dst.shape[0] != n:
-        raise ValueError(f"dst: got {dst.shape[0]} elements; expected {n}")
-    if n == 0:
-        return
-    cdef const float* ps = &src[0]
-    cdef uint16_t* pd = &dst[0]
-    with nogil:
-        for k in prange(nchunks, schedule='static', num_threads=num_threads):
-            lo = k * CONVERT_CHUNK
-            from_f32(ps + lo, pd + lo, min(CONVERT_CHUNK, n - lo), bfloat16)
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError(f"dst: got {dst.shape[0]} elements; expected {src.shape[0]}")
+    if src.shape[0]:
+        with nogil:
+            _convert(&src[0], &dst[0], src.shape[0], bfloat16, False, num_threads)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1240,7 +1243,7 @@ def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, floa
     floats, so no float32 copy of the whole dy or dx exists."""
     cdef Py_ssize_t t, n, iy, next_oy
     cdef Py_ssize_t M = OH * OW, K = fh * fw * C
-    cdef Py_ssize_t per = conv16_work_size(M, OC, (M if direct else cap * OW) * K, W * C)
+    cdef Py_ssize_t per = conv16_work_size(OH, OW, OC, K, W * C, direct, cap)
     cdef const uint16_t* pdy = &dy[0]
     cdef const float* pw = &w2[0]
     cdef float* pwork = &work[0]
@@ -1258,7 +1261,7 @@ def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, floa
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             dyf = pwork + t * per
             ring = dyf + M * OC
-            rowbuf = ring + (M if direct else cap * OW) * K
+            rowbuf = ring + (OH if direct else cap) * OW * K
             n = t
             while n < N:
                 to_f32(pdy + n * M * OC, dyf, M * OC, bfloat16)
@@ -1277,8 +1280,8 @@ def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, floa
     _raise_if_out_of_range("conv_backward_per_image_16")
 
 
-cpdef Py_ssize_t conv16_work_size(Py_ssize_t M, Py_ssize_t OC, Py_ssize_t ring,
-                                  Py_ssize_t row) noexcept nogil:
-    """Floats one thread of ``conv_backward_per_image_16`` needs: its image's dy (M * OC), the
-    column ring (``ring`` floats) and one dx row."""
-    return M * OC + ring + row
+cpdef Py_ssize_t conv16_work_size(Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t OC, Py_ssize_t K,
+                                  Py_ssize_t row, bint direct, Py_ssize_t cap) noexcept nogil:
+    """Floats one thread of ``conv_backward_per_image_16`` needs: its image's dy, the column
+    ring (the whole image's dx when ``direct``) and one dx row of ``row`` floats."""
+    return OH * OW * OC + (OH if direct else cap) * OW * K + row

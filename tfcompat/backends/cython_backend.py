@@ -166,44 +166,42 @@ def conv_backprop_input(problem, num_threads=None):
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
-    if half is not None and p.N >= 2:
+    nt = max(1, min(nthreads, p.N))
+    band, cap = column_ring(p, h_tab, np.dtype(ct).itemsize)
+    if p.N >= 2 and half is not None:
         # float16/bfloat16: each thread widens its own image, and rounds each dx row as it is
         # finished; no float32 copy of the whole dy or dx
-        nt = max(1, min(nthreads, p.N))
-        band, cap = column_ring(p, h_tab, 4)
         dy = np.ascontiguousarray(dy)
         dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)
-        ring = (rows if direct else cap * p.OW) * K
-        work = _memory.empty(nt * _kernels.conv16_work_size(rows, p.OC, ring, p.W * p.C), _F32)
+        work = _memory.empty(nt * _kernels.conv16_work_size(p.OH, p.OW, p.OC, K, p.W * p.C,
+                                                            direct, cap), _F32)
         with _blas_single_thread():
             _kernels.conv_backward_per_image_16(
                 dy.reshape(-1).view(np.uint16), w2.reshape(-1), work,
                 dx.reshape(-1).view(np.uint16), p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw,
                 *h_tab, *w_tab, nt, direct, half, band, cap)
-        if not p.channels_last:
-            dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-        return dx
-    dy = to_float32(dy, nthreads) if half is not None else np.ascontiguousarray(dy, dtype=ct)
-    dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
-    if p.N >= 2:
+    elif p.N >= 2:
         # one image per thread, single-threaded BLAS inside (scikit-learn's k-means pattern);
         # the path depends on N only, never on the thread count
-        nt = max(1, min(nthreads, p.N))
-        band, cap = column_ring(p, h_tab, np.dtype(ct).itemsize)
+        dy = np.ascontiguousarray(dy, dtype=ct)
+        dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
         cols = np.empty(0, ct) if direct else _memory.empty(nt * cap * p.OW * K, ct)
         with _blas_single_thread():
             _kernels.conv_backward_per_image(
                 dy.reshape(-1), w2.reshape(-1), cols, dx.reshape(-1), p.N, p.H, p.W, p.C, p.OH,
                 p.OW, p.OC, p.fh, p.fw, *h_tab, *w_tab, nt, direct, band, cap)
-    elif direct:
-        # 1x1, stride 1, no padding: dx is one (multi-threaded) GEMM, no col2im
-        np.matmul(dy.reshape(-1, p.OC), w2.T, out=dx.reshape(-1, p.C))
     else:
-        # a single image: a multi-threaded GEMM, then the col2im (OpenMP) after it
-        cols = _memory.empty((rows, K), ct)
-        np.matmul(dy.reshape(rows, p.OC), w2.T, out=cols)
-        _kernels.col2im_nhwc(cols.reshape(-1), dx.reshape(-1), 1, p.H, p.W, p.C,
-                             p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
+        # a single image: multi-threaded BLAS, then the OpenMP col2im; half types widened first
+        dy = to_float32(dy, nthreads) if half is not None else np.ascontiguousarray(dy, dtype=ct)
+        dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
+        if direct:
+            # 1x1, stride 1, no padding: dx is one GEMM, no col2im
+            np.matmul(dy.reshape(-1, p.OC), w2.T, out=dx.reshape(-1, p.C))
+        else:
+            cols = _memory.empty((rows, K), ct)
+            np.matmul(dy.reshape(rows, p.OC), w2.T, out=cols)
+            _kernels.col2im_nhwc(cols.reshape(-1), dx.reshape(-1), 1, p.H, p.W, p.C,
+                                 p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
     if not p.channels_last:
         dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
     return dx if dx.dtype == p.dtype else round_to(dx, p.dtype, nthreads)
