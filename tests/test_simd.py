@@ -67,12 +67,12 @@ def test_avx2_build_is_bitwise_the_baseline(rng, monkeypatch):
                                           ("trilinear", 3, "half_pixel"),
                                           ("trilinear", 3, "asymmetric"),
                                           ("trilinear", 3, "pytorch_half_pixel")])
-@pytest.mark.parametrize("channels", [1, 4, 9, 8, 40])
+@pytest.mark.parametrize("channels", [1, 4, 9, 8, 21, 37, 40])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_ncx_path_equals_nxc_path_bitwise(mode, rank, ct, channels, dtype, rng):
-    """Channels 4 and 9 use the four-channel NCX kernel (9 with one left over); 8 and 40 the
-    vector window of NXC float32 rows (40 = one 32-channel block and one 8-channel block); up,
-    down and equal sizes mix one- and two-weight rows."""
+    """Channels 4 and 9 use the four-channel NCX kernel (9 with one left over); 8 to 40 the
+    vector window of NXC float32 rows (40 = one 32-channel block and one 8-channel block; 9, 21
+    and 37 have overlapping vectors); up, down and equal sizes mix one- and two-weight rows."""
     in_sp, out_sp = (5, 9, 4)[:rank], (11, 4, 4)[:rank]
     dy = rng.standard_normal((2,) + out_sp + (channels,)).astype(dtype)
     src = np.zeros((2,) + in_sp + (channels,), dtype)
@@ -102,10 +102,12 @@ def test_simd_switch():
 
 
 @pytest.mark.tf
-@pytest.mark.parametrize("channels", [8, 40, 72])
+@pytest.mark.parametrize("channels", [3, 8, 9, 16, 21, 31, 32, 37, 40, 45, 64, 72])
 @pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
 def test_vector_window_bitwise_tf(channels, align, half, rng):
-    """Channel counts that take the 8- and 32-lane window (8, 40) and the scatter (72)."""
+    """Every way the window splits a row (_window_row_f32): one vector (8); one block of 2, 3 or
+    4 vectors, the last overlapping when C % 8 != 0 (9, 16, 21, 31, 32); 16 channels and then
+    the rest (37); 32-channel blocks and then the rest (40, 45, 64). 3 and 72 take the scatter."""
     tf = pytest.importorskip("tensorflow")
     for iy, ix, oy, ox in [(5, 7, 11, 13), (13, 9, 4, 5), (1, 3, 7, 1), (17, 41, 3, 2)]:
         dy = rng.standard_normal((2, oy, ox, channels)).astype(np.float32)

@@ -573,8 +573,9 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             if real_src is float and real_acc is float:
                 # measured: the window wins on short channel rows (I1, C=32: 1.5x; R1, C=64:
-                # 1.1x); from C=256 on (R4) the plain scatter's long channel loops are faster
-                if C % 8 == 0 and C <= 64:
+                # 1.1x; R3, C=21: see _window_row_f32); from C=256 on (R4) the plain scatter's
+                # long channel loops are faster
+                if 8 <= C <= 64:
                     _window_row_f32(src, dst, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
                     continue
             for x in range(Ox):
@@ -758,20 +759,37 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ss
             dx[(c0 + k) * in_plane + sp * Ix + x] = dbuf[x * 8 + k]
 
 
-# float32 NXC rows with C a multiple of 8 up to 64: the same walk as the NCX kernel above, along x with
-# dst[lo] and dst[lo + 1] in registers, over blocks of 32 (or 8) channels as 8-lane vectors.
-# Per tap this saves the load and store of dst that the plain scatter pays.
+# float32 NXC rows with 8 <= C <= 64: the same walk as the NCX kernel above, along x with
+# dst[lo] and dst[lo + 1] in registers, over blocks of up to 32 channels as 8-lane vectors.
+# Per tap this saves the load and store of dst that the plain scatter pays. When C is not a
+# multiple of 8 the last vector of a block overlaps the one before it (C = 21: lanes 0, 8, 13).
+# The shared lanes of two vectors of one block are loaded together, receive the same terms in
+# the same order and are stored with the same bits, so the overlap changes nothing.
 cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
                                  Py_ssize_t C, const float* wr, Py_ssize_t nr,
                                  const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
                                  const float* x_whi) noexcept nogil:
-    cdef Py_ssize_t c0 = 0
-    while C - c0 >= 32:
-        _window_block32(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+    """Blocks of 32 channels, then a last block of 8 to 32 (33 to 39 left: 16, then the rest);
+    a block never overlaps another, only its own vectors do. Needs C >= 8."""
+    cdef Py_ssize_t c0 = 0, r, nv, last
+    while C - c0 >= 40:
+        _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24, wr, nr,
+                        x_lo, x_hi, x_wlo, x_whi)
         c0 += 32
-    while c0 < C:
+    if C - c0 > 32:
+        _window_block32(src + c0, dst + c0, Ox, Ix, C, 2, 8, 8, 8, wr, nr,
+                        x_lo, x_hi, x_wlo, x_whi)
+        c0 += 16
+    r = C - c0
+    TFC_CHECK(8 <= r <= 32)
+    if r == 8:
         _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
-        c0 += 8
+    else:
+        nv = (r + 7) // 8
+        last = r - 8
+        _window_block32(src + c0, dst + c0, Ox, Ix, C, nv, min(<Py_ssize_t>8, last),
+                        min(<Py_ssize_t>16, last), min(<Py_ssize_t>24, last), wr, nr,
+                        x_lo, x_hi, x_wlo, x_whi)
 
 
 cdef inline void _window_block8(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
@@ -813,44 +831,58 @@ cdef inline void _window_block8(const float* src, float* dst, Py_ssize_t Ox, Py_
         store8(dst + (cur + 1) * C, a1)
 
 
+cdef inline void _load_block(const float* d, Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
+                             Py_ssize_t o3, v8f* v0, v8f* v1, v8f* v2, v8f* v3) noexcept nogil:
+    v0[0] = load8(d)
+    v1[0] = load8(d + o1)
+    if nv > 2:
+        v2[0] = load8(d + o2)
+    if nv > 3:
+        v3[0] = load8(d + o3)
+
+
+cdef inline void _store_block(float* d, Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
+                              Py_ssize_t o3, v8f v0, v8f v1, v8f v2, v8f v3) noexcept nogil:
+    store8(d, v0)
+    store8(d + o1, v1)
+    if nv > 2:
+        store8(d + o2, v2)
+    if nv > 3:
+        store8(d + o3, v3)
+
+
 cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
-                                 Py_ssize_t C, const float* wr, Py_ssize_t nr,
+                                 Py_ssize_t C, Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
+                                 Py_ssize_t o3, const float* wr, Py_ssize_t nr,
                                  const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
                                  const float* x_whi) noexcept nogil:
-    """_window_block8 on four vectors at once (eight independent chains of adds)."""
+    """_window_block8 on nv = 2..4 vectors at once, at channel offsets 0, o1, o2, o3 (up to
+    eight independent chains of adds)."""
     cdef Py_ssize_t x, q, lo, cur = x_lo[0]
-    cdef v8f a0, a1, a2, a3, b0, b1, b2, b3, s0, s1, s2, s3, w, wl, wh
     cdef v8f zero = splat8(0)
+    cdef v8f a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero
+    cdef v8f b3 = zero, s0 = zero, s1 = zero, s2 = zero, s3 = zero, w, wl, wh
     cdef const float* p
-    cdef float* d
-    TFC_CHECK(0 <= cur < Ix)
-    d = dst + cur * C
-    a0 = load8(d); a1 = load8(d + 8); a2 = load8(d + 16); a3 = load8(d + 24)
-    b0 = zero; b1 = zero; b2 = zero; b3 = zero
+    TFC_CHECK(0 <= cur < Ix and 2 <= nv <= 4 and 0 < o1 <= o2 <= o3 and o3 + 8 <= C)
+    _load_block(dst + cur * C, nv, o1, o2, o3, &a0, &a1, &a2, &a3)
     if cur + 1 < Ix:
-        d = d + C
-        b0 = load8(d); b1 = load8(d + 8); b2 = load8(d + 16); b3 = load8(d + 24)
+        _load_block(dst + (cur + 1) * C, nv, o1, o2, o3, &b0, &b1, &b2, &b3)
     for x in range(Ox):
         lo = x_lo[x]
         TFC_CHECK(cur <= lo < Ix and (x_hi[x] == lo or x_hi[x] == lo + 1) and x_hi[x] < Ix)
         if lo != cur:
-            d = dst + cur * C
-            store8(d, a0); store8(d + 8, a1); store8(d + 16, a2); store8(d + 24, a3)
+            _store_block(dst + cur * C, nv, o1, o2, o3, a0, a1, a2, a3)
             if lo == cur + 1:
                 a0 = b0; a1 = b1; a2 = b2; a3 = b3
             else:
                 if cur + 1 < Ix:
-                    d = d + C
-                    store8(d, b0); store8(d + 8, b1); store8(d + 16, b2); store8(d + 24, b3)
-                d = dst + lo * C
-                a0 = load8(d); a1 = load8(d + 8); a2 = load8(d + 16); a3 = load8(d + 24)
+                    _store_block(dst + (cur + 1) * C, nv, o1, o2, o3, b0, b1, b2, b3)
+                _load_block(dst + lo * C, nv, o1, o2, o3, &a0, &a1, &a2, &a3)
             cur = lo
             b0 = zero; b1 = zero; b2 = zero; b3 = zero
             if cur + 1 < Ix:
-                d = dst + (cur + 1) * C
-                b0 = load8(d); b1 = load8(d + 8); b2 = load8(d + 16); b3 = load8(d + 24)
-        p = src + x * C
-        s0 = load8(p); s1 = load8(p + 8); s2 = load8(p + 16); s3 = load8(p + 24)
+                _load_block(dst + (cur + 1) * C, nv, o1, o2, o3, &b0, &b1, &b2, &b3)
+        _load_block(src + x * C, nv, o1, o2, o3, &s0, &s1, &s2, &s3)
         wl = splat8(x_wlo[x])
         wh = splat8(x_whi[x])
         for q in range(nr):
@@ -858,22 +890,24 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
             if x_hi[x] == lo:
                 a0 = (a0 + (s0 * w) * wl) + (s0 * w) * wh
                 a1 = (a1 + (s1 * w) * wl) + (s1 * w) * wh
-                a2 = (a2 + (s2 * w) * wl) + (s2 * w) * wh
-                a3 = (a3 + (s3 * w) * wl) + (s3 * w) * wh
+                if nv > 2:
+                    a2 = (a2 + (s2 * w) * wl) + (s2 * w) * wh
+                if nv > 3:
+                    a3 = (a3 + (s3 * w) * wl) + (s3 * w) * wh
             else:
                 a0 = a0 + (s0 * w) * wl
                 a1 = a1 + (s1 * w) * wl
-                a2 = a2 + (s2 * w) * wl
-                a3 = a3 + (s3 * w) * wl
                 b0 = b0 + (s0 * w) * wh
                 b1 = b1 + (s1 * w) * wh
-                b2 = b2 + (s2 * w) * wh
-                b3 = b3 + (s3 * w) * wh
-    d = dst + cur * C
-    store8(d, a0); store8(d + 8, a1); store8(d + 16, a2); store8(d + 24, a3)
+                if nv > 2:
+                    a2 = a2 + (s2 * w) * wl
+                    b2 = b2 + (s2 * w) * wh
+                if nv > 3:
+                    a3 = a3 + (s3 * w) * wl
+                    b3 = b3 + (s3 * w) * wh
+    _store_block(dst + cur * C, nv, o1, o2, o3, a0, a1, a2, a3)
     if cur + 1 < Ix:
-        d = d + C
-        store8(d, b0); store8(d + 8, b1); store8(d + 16, b2); store8(d + 24, b3)
+        _store_block(dst + (cur + 1) * C, nv, o1, o2, o3, b0, b1, b2, b3)
 
 
 cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
