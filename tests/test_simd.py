@@ -105,16 +105,23 @@ def test_simd_switch():
 @pytest.mark.parametrize("channels", [3, 8, 9, 16, 21, 31, 32, 37, 40, 45, 64, 72])
 @pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
 def test_vector_window_bitwise_tf(channels, align, half, rng):
-    """Every way the window splits a row (_window_row_f32): one vector (8); one block of 2, 3 or
-    4 vectors, the last overlapping when C % 8 != 0 (9, 16, 21, 31, 32); 16 channels and then
-    the rest (37); 32-channel blocks and then the rest (40, 45, 64). 3 and 72 take the scatter."""
+    """Every way the window splits a row (_row_blocks): one vector (8); one block of 2, 3 or 4
+    vectors, the last overlapping when C % 8 != 0 (9, 16, 21, 31, 32); 16 channels and then the
+    rest (37); 32-channel blocks and then the rest (40, 45, 64). 3 and 72 take the scatter.
+    Bilinear and nearest (whose window holds dst while the x index repeats)."""
     tf = pytest.importorskip("tensorflow")
-    for iy, ix, oy, ox in [(5, 7, 11, 13), (13, 9, 4, 5), (1, 3, 7, 1), (17, 41, 3, 2)]:
+    for iy, ix, oy, ox in [(5, 7, 11, 13), (13, 9, 4, 5), (1, 3, 7, 1), (17, 41, 3, 2),
+                           (4, 3, 32, 24)]:
         dy = rng.standard_normal((2, oy, ox, channels)).astype(np.float32)
         img = np.zeros((2, iy, ix, channels), np.float32)
         want = tf.raw_ops.ResizeBilinearGrad(grads=dy, original_image=img, align_corners=align,
                                              half_pixel_centers=half).numpy()
         got = T.resize_bilinear_grad(dy, img, align_corners=align, half_pixel_centers=half)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (iy, ix, oy, ox)
+        want = tf.raw_ops.ResizeNearestNeighborGrad(grads=dy, size=[iy, ix], align_corners=align,
+                                                    half_pixel_centers=half).numpy()
+        got = T.resize_nearest_neighbor_grad(dy, [iy, ix], align_corners=align,
+                                             half_pixel_centers=half)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (iy, ix, oy, ox)
 
 

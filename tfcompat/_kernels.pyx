@@ -550,6 +550,46 @@ cdef inline Py_ssize_t _row_weights(RowTables* t, Py_ssize_t gz, Py_ssize_t gy,
     return nr
 
 
+cdef struct Blocks:
+    # a float32 row of C channels as blocks of nv = 1..4 vectors: block k starts at channel
+    # c0[k] and its vectors at c0[k] + (0, o1[k], o2[k], o3[k])
+    Py_ssize_t n
+    Py_ssize_t c0[4]
+    Py_ssize_t nv[4]
+    Py_ssize_t o1[4]
+    Py_ssize_t o2[4]
+    Py_ssize_t o3[4]
+
+
+DEF WINDOW_MAX_C = 64
+
+
+cdef inline void _add_block(Blocks* bl, Py_ssize_t c0, Py_ssize_t r) noexcept nogil:
+    """Channels c0 .. c0 + r - 1 (8 <= r <= 32) as one block; its last vector ends at r."""
+    cdef Py_ssize_t k = bl.n
+    bl.c0[k] = c0
+    bl.nv[k] = (r + 7) // 8
+    bl.o1[k] = min(<Py_ssize_t>8, r - 8)
+    bl.o2[k] = min(<Py_ssize_t>16, r - 8)
+    bl.o3[k] = min(<Py_ssize_t>24, r - 8)
+    bl.n = k + 1
+
+
+cdef inline void _row_blocks(Blocks* bl, Py_ssize_t C) noexcept nogil:
+    """Blocks of 32 channels, then a last block of 8 to 32 (33 to 39 left: 16, then the rest).
+    Blocks never overlap each other; only the vectors inside one block do. 8 <= C <= 64."""
+    cdef Py_ssize_t c0 = 0
+    TFC_CHECK(8 <= C <= WINDOW_MAX_C)
+    bl.n = 0
+    while C - c0 >= 40:
+        _add_block(bl, c0, 32)
+        c0 += 32
+    if C - c0 > 32:
+        _add_block(bl, c0, 16)
+        c0 += 16
+    _add_block(bl, c0, C - c0)
+
+
 cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                       Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                       Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
@@ -564,6 +604,10 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
     cdef Py_ssize_t gz, gy, x, nr
     cdef real_src wr[4]
     cdef float wl, wh
+    cdef Blocks bl
+    cdef bint window = (real_src is float and real_acc is float and 8 <= C <= WINDOW_MAX_C)
+    if window:
+        _row_blocks(&bl, C)
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
@@ -573,10 +617,10 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             if real_src is float and real_acc is float:
                 # measured: the window wins on short channel rows (I1, C=32: 1.5x; R1, C=64:
-                # 1.1x; R3, C=21: see _window_row_f32); from C=256 on (R4) the plain scatter's
-                # long channel loops are faster
-                if 8 <= C <= 64:
-                    _window_row_f32(src, dst, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+                # 1.1x; R3, C=21: 2.3x); from C=256 on (R4) the plain scatter's long channel
+                # loops are faster
+                if window:
+                    _window_row_f32(src, dst, Ox, Ix, C, &bl, wr, nr, x_lo, x_hi, x_wlo, x_whi)
                     continue
             for x in range(Ox):
                 s = src + x * C
@@ -766,30 +810,17 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ss
 # The shared lanes of two vectors of one block are loaded together, receive the same terms in
 # the same order and are stored with the same bits, so the overlap changes nothing.
 cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
-                                 Py_ssize_t C, const float* wr, Py_ssize_t nr,
+                                 Py_ssize_t C, Blocks* bl, const float* wr, Py_ssize_t nr,
                                  const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
                                  const float* x_whi) noexcept nogil:
-    """Blocks of 32 channels, then a last block of 8 to 32 (33 to 39 left: 16, then the rest);
-    a block never overlaps another, only its own vectors do. Needs C >= 8."""
-    cdef Py_ssize_t c0 = 0, r, nv, last
-    while C - c0 >= 40:
-        _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24, wr, nr,
-                        x_lo, x_hi, x_wlo, x_whi)
-        c0 += 32
-    if C - c0 > 32:
-        _window_block32(src + c0, dst + c0, Ox, Ix, C, 2, 8, 8, 8, wr, nr,
-                        x_lo, x_hi, x_wlo, x_whi)
-        c0 += 16
-    r = C - c0
-    TFC_CHECK(8 <= r <= 32)
-    if r == 8:
-        _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
-    else:
-        nv = (r + 7) // 8
-        last = r - 8
-        _window_block32(src + c0, dst + c0, Ox, Ix, C, nv, min(<Py_ssize_t>8, last),
-                        min(<Py_ssize_t>16, last), min(<Py_ssize_t>24, last), wr, nr,
-                        x_lo, x_hi, x_wlo, x_whi)
+    cdef Py_ssize_t k, c0
+    for k in range(bl.n):
+        c0 = bl.c0[k]
+        if bl.nv[k] == 1:
+            _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+        else:
+            _window_block32(src + c0, dst + c0, Ox, Ix, C, bl.nv[k], bl.o1[k], bl.o2[k],
+                            bl.o3[k], wr, nr, x_lo, x_hi, x_wlo, x_whi)
 
 
 cdef inline void _window_block8(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
@@ -1008,6 +1039,52 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
     _raise_if_out_of_range("linear_backward")
 
 
+cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
+                                   Py_ssize_t C, const int32_t* x_idx) noexcept nogil:
+    """dst[x_idx[x]] += src[x] for x ascending, float32, C >= 8: each run of x with one index
+    loads and stores its dst element once per vector instead of once per x (R3's 8x: 8 adds per
+    load and store). When C % 8 != 0 the last vector overlaps the one before it; it is loaded
+    before and stored after every other vector of the element, with the same bits in the shared
+    lanes, since both add the same terms in the same order."""
+    cdef Py_ssize_t x0 = 0, x1, j, n, c, idx
+    cdef bint tail = C % 8 != 0
+    cdef v8f a, t = splat8(0)
+    cdef const float* s
+    cdef float* d
+    while x0 < Ox:
+        idx = x_idx[x0]
+        TFC_CHECK(0 <= idx < Ix)
+        x1 = x0 + 1
+        while x1 < Ox and x_idx[x1] == idx:
+            x1 += 1
+        n = x1 - x0
+        s = src + x0 * C
+        d = dst + idx * C
+        if tail:
+            t = load8(d + C - 8)
+            for j in range(n):
+                t = t + load8(s + j * C + C - 8)
+        c = 0
+        if n == 1:
+            while c + 8 <= C:
+                store8(d + c, load8(d + c) + load8(s + c))
+                c += 8
+        elif n == 2:
+            while c + 8 <= C:
+                store8(d + c, (load8(d + c) + load8(s + c)) + load8(s + C + c))
+                c += 8
+        else:
+            while c + 8 <= C:
+                a = load8(d + c)
+                for j in range(n):
+                    a = a + load8(s + j * C + c)
+                store8(d + c, a)
+                c += 8
+        if tail:
+            store8(d + C - 8, t)
+        x0 = x1
+
+
 cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
                        Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                        Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
@@ -1025,6 +1102,10 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
             TFC_CHECK(0 <= t.z_src[gz] < Oz and 0 <= t.y_src[gy] < Oy)
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
+            if nn_t is float:
+                if C >= 8:
+                    _nearest_runs_f32(src, dst, Ox, Ix, C, x_idx)
+                    continue
             for x in range(Ox):
                 TFC_CHECK(0 <= x_idx[x] < Ix)
                 s = src + x * C
