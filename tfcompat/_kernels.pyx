@@ -816,11 +816,22 @@ cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py
     cdef Py_ssize_t k, c0
     for k in range(bl.n):
         c0 = bl.c0[k]
-        if bl.nv[k] == 1:
-            _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+        # literal vector counts (and offsets for a full block of 32), so that each call
+        # compiles without the nv tests in its loop: measured 5-8 % on I1 and R1
+        if bl.nv[k] == 4 and bl.o3[k] == 24:
+            _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24,
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi)
+        elif bl.nv[k] == 4:
+            _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, bl.o1[k], bl.o2[k], bl.o3[k],
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi)
+        elif bl.nv[k] == 3:
+            _window_block32(src + c0, dst + c0, Ox, Ix, C, 3, bl.o1[k], bl.o2[k], bl.o3[k],
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi)
+        elif bl.nv[k] == 2:
+            _window_block32(src + c0, dst + c0, Ox, Ix, C, 2, bl.o1[k], bl.o2[k], bl.o3[k],
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi)
         else:
-            _window_block32(src + c0, dst + c0, Ox, Ix, C, bl.nv[k], bl.o1[k], bl.o2[k],
-                            bl.o3[k], wr, nr, x_lo, x_hi, x_wlo, x_whi)
+            _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
 
 
 cdef inline void _window_block8(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
