@@ -903,7 +903,7 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
     cdef Py_ssize_t x, q, lo, cur = x_lo[0]
     cdef v8f zero = splat8(0)
     cdef v8f a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero
-    cdef v8f b3 = zero, s0 = zero, s1 = zero, s2 = zero, s3 = zero, w, wl, wh
+    cdef v8f b3 = zero, s0 = zero, s1 = zero, s2 = zero, s3 = zero, w, wl, wh, v
     cdef const float* p
     TFC_CHECK(0 <= cur < Ix and 2 <= nv <= 4 and 0 < o1 <= o2 <= o3 and o3 + 8 <= C)
     _load_block(dst + cur * C, nv, o1, o2, o3, &a0, &a1, &a2, &a3)
@@ -924,9 +924,28 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
             b0 = zero; b1 = zero; b2 = zero; b3 = zero
             if cur + 1 < Ix:
                 _load_block(dst + (cur + 1) * C, nv, o1, o2, o3, &b0, &b1, &b2, &b3)
-        _load_block(src + x * C, nv, o1, o2, o3, &s0, &s1, &s2, &s3)
         wl = splat8(x_wlo[x])
         wh = splat8(x_whi[x])
+        p = src + x * C
+        if nr == 1 and x_hi[x] != lo:
+            # the common case, written so that only one source vector is live at a time
+            w = splat8(wr[0])
+            v = load8(p) * w
+            a0 = a0 + v * wl
+            b0 = b0 + v * wh
+            v = load8(p + o1) * w
+            a1 = a1 + v * wl
+            b1 = b1 + v * wh
+            if nv > 2:
+                v = load8(p + o2) * w
+                a2 = a2 + v * wl
+                b2 = b2 + v * wh
+            if nv > 3:
+                v = load8(p + o3) * w
+                a3 = a3 + v * wl
+                b3 = b3 + v * wh
+            continue
+        _load_block(p, nv, o1, o2, o3, &s0, &s1, &s2, &s3)
         for q in range(nr):
             w = splat8(wr[q])
             if x_hi[x] == lo:
