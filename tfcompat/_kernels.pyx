@@ -1037,12 +1037,13 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
     cdef const float* pwh = &x_whi[0]
     TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
     TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_lo.shape[0] == Ox)
-    cdef Py_ssize_t items = ((rows_b + C1_GROUP - 1) // C1_GROUP) * Iz * Iy
+    # NCX: channel groups of 8 (float32, through the window) or C1_GROUP, times the rows
+    cdef Py_ssize_t group = 8 if (real_src is float and real_acc is float) else C1_GROUP
+    cdef Py_ssize_t items = ((rows_b + group - 1) // group) * Iz * Iy
     cdef float* sbuf
     cdef float* dbuf
     if real_src is float and real_acc is float:
         if C == 1:
-            items = ((rows_b + 7) // 8) * Iz * Iy
             with nogil, parallel(num_threads=num_threads):
                 sbuf = <float*>malloc(Ox * 8 * sizeof(float))
                 dbuf = <float*>malloc(Ix * 8 * sizeof(float))
