@@ -8,8 +8,11 @@ One process; for every workload the implementations are called in turn (interlea
 two warm-up calls each, and each gets the median of ``--repeat`` runs. Printed per workload:
 medians, ratios (TF time / ours, torch time / ours: above 1 means we are faster), our effective
 bandwidth as a percentage of a NumPy copy (resize ops: (|dy| + |dx|) bytes / time) or our
-GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, and
-the peak memory our call allocates beyond its output (tracemalloc).
+GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, the
+TF/ours that an implementation running at 100 % of that probe would show (TF time divided by
+the time the probe's speed needs for the workload: the most any implementation can be ahead of
+TF here, unless it beats the probe), and the peak memory our call allocates beyond its output
+(tracemalloc).
 """
 import argparse
 import json
@@ -143,6 +146,13 @@ def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
         row["GBps"], row["peak"], row["pct_peak"] = gbs, copy, 100 * gbs / copy
     else:
         row["GFLOPs"], row["peak"], row["pct_peak"] = gflops, mm, 100 * gflops / mm
+    # the TF/ours an implementation would show if it ran at the probe's speed (moved |dy| + |dx|
+    # as fast as the NumPy copy, or did the conv's FLOPs as fast as the matmul): how far the
+    # workload lets anyone get ahead of TF on this machine, in this minute (not for float64
+    # conv: the probe is a float32 matmul, and float64 peaks at about half its speed)
+    row["tf_ceiling"] = row["tf_ms"] / (row["ours_ms"] * row["pct_peak"] / 100)
+    if gflops is not None and dtype == "float64":
+        row["tf_ceiling"] = float("nan")
     return row
 
 
@@ -152,11 +162,12 @@ def _fmt(v, spec):
 
 def table(rows, markdown=False):
     head = ["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours",
-            "ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "extra MB"]
+            "ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "TF/ours at 100 %", "extra MB"]
     body = [[r["workload"], r["dtype"], _fmt(r["ours_ms"], ".2f"), _fmt(r["tf_ms"], ".2f"),
              _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f"),
              _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
-             _fmt(r["pct_peak"], ".0f"), _fmt(r["extra_MB"], ".1f")] for r in rows]
+             _fmt(r["pct_peak"], ".0f"), _fmt(r["tf_ceiling"], ".2f"),
+             _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
         head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -1,0 +1,35 @@
+"""The comparison command's derived columns, checked by hand arithmetic (no timing here)."""
+from asv_benchmarks import compare
+
+
+def test_bandwidth_row_ratios_and_ceiling():
+    # ours 2 ms, TF 6 ms, torch 3 ms; 40 MB moved at 20 GB/s = 2 ms; the copy ran at 25 GB/s
+    t = {"tfcompat": 2e-3, "tensorflow": 6e-3, "torch": 3e-3}
+    funcs = {"tfcompat": lambda: b""}
+    row = compare._row("R9 test", "float32", t, funcs, gbs=20.0, copy=25.0)
+    assert row["tf_ratio"] == 3.0
+    assert row["torch_ratio"] == 1.5
+    assert row["pct_peak"] == 80.0
+    # at the copy's 25 GB/s the 40 MB take 1.6 ms, and 6 / 1.6 = 3.75
+    assert abs(row["tf_ceiling"] - 3.75) < 1e-12
+
+
+def test_flops_row_ceiling_and_missing_peers():
+    # 10 GFLOP in 100 ms = 100 GFLOP/s against a 200 GFLOP/s matmul; TF 150 ms; no torch
+    t = {"tfcompat": 0.1, "tensorflow": 0.15}
+    row = compare._row("C9 conv", "float32", t, {"tfcompat": lambda: b""}, gflops=100.0, mm=200.0)
+    assert row["pct_peak"] == 50.0
+    assert abs(row["tf_ceiling"] - 3.0) < 1e-12  # 50 ms at the matmul's speed; 150 / 50
+    text = compare.table([row])
+    header, line = text.splitlines()
+    assert "TF/ours at 100 %" in header
+    assert line.split()[:5] == ["C9", "conv", "float32", "100.00", "150.00"]
+    assert "3.00" in line.split() and "-" in line.split()  # the ceiling; torch absent
+
+
+def test_no_ceiling_for_float64_conv():
+    # the matmul probe is float32; a float64 conv cannot be held to its speed
+    t = {"tfcompat": 0.1, "tensorflow": 0.15}
+    row = compare._row("C9 conv", "float64", t, {"tfcompat": lambda: b""}, gflops=50.0, mm=200.0)
+    assert row["pct_peak"] == 25.0
+    assert row["tf_ceiling"] != row["tf_ceiling"]  # NaN, printed as "-"
