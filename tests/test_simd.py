@@ -125,6 +125,37 @@ def test_vector_window_bitwise_tf(channels, align, half, rng):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (iy, ix, oy, ox)
 
 
+def _at_offset(a, offset):
+    """A copy of ``a`` whose data starts ``offset`` bytes past a 64-byte boundary."""
+    buf = np.empty(a.nbytes + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 64 == offset
+    return out
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("channels", [21, 48, 64, 256])
+def test_source_alignment_changes_no_bits(channels, rng):
+    """dy as TF and torch hand it over (64-byte aligned), as NumPy does (16 past), and at every
+    other float offset the window's vector loads meet; the multi-block rows (48, 64) prefetch
+    the rest of each pixel from their first block. Each result equals TF's, bit for bit."""
+    tf = pytest.importorskip("tensorflow")
+    dy = rng.standard_normal((2, 12, 10, channels)).astype(np.float32)
+    img = np.zeros((2, 6, 5, channels), np.float32)
+    want = tf.raw_ops.ResizeBilinearGrad(grads=dy, original_image=img,
+                                         half_pixel_centers=True).numpy()
+    want_nn = tf.raw_ops.ResizeNearestNeighborGrad(grads=dy, size=[6, 5],
+                                                   half_pixel_centers=True).numpy()
+    for offset in (0, 4, 16, 32, 48, 60):
+        d = _at_offset(dy, offset)
+        got = T.resize_bilinear_grad(d, img, half_pixel_centers=True)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), offset
+        got = T.resize_nearest_neighbor_grad(d, [6, 5], half_pixel_centers=True)
+        assert np.array_equal(got.view(np.uint32), want_nn.view(np.uint32)), offset
+
+
 def test_selection_without_an_avx2_build(monkeypatch):
     """A build without _kernels_avx2 (TFCOMPAT_NO_AVX2=1, or not x86-64) or a CPU without AVX2
     runs the baseline under 'auto' and refuses 'avx2' with a message."""
