@@ -824,9 +824,9 @@ cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py
             # the first block of a row of several also prefetches the rest of each pixel:
             # alone, each block's sweep reads every pixel's lines with gaps between them,
             # which the prefetchers follow badly when dy is 64-byte aligned (as TF and torch
-            # tensors are): measured 1.3-1.46x on R1 with aligned dy, 1.0-1.05x with
+            # tensors are): measured 1.29-1.46x on R1 with aligned dy, 1.0-1.2x with
             # NumPy's 16-byte offset, where the vector loads that straddle lines had done
-            # the same by accident
+            # much the same by accident
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24,
                             wr, nr, x_lo, x_hi, x_wlo, x_whi, 1)
         elif bl.nv[k] == 4 and bl.o3[k] == 24:
@@ -910,7 +910,8 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
                                  const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
                                  const float* x_whi, bint ahead) noexcept nogil:
     """_window_block8 on nv = 2..4 vectors at once, at channel offsets 0, o1, o2, o3 (up to
-    eight independent chains of adds)."""
+    eight independent chains of adds). ``ahead``: also prefetch the 128 bytes of the pixel that
+    follow the block (the first block of a wider row)."""
     cdef Py_ssize_t x, q, lo, cur = x_lo[0]
     cdef v8f zero = splat8(0)
     cdef v8f a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero
@@ -939,8 +940,8 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
         wh = splat8(x_whi[x])
         p = src + x * C
         if ahead:
-            # the next block's lines of this pixel (C > 32); a prefetch never faults, and
-            # p + 48 may lie past the end of dy only on the last pixel, which is never read
+            # the next block's lines of this pixel (C > 32). A prefetch is a hint that never
+            # faults; on the last pixel of dy, p + 48 may point past its end (C < 64)
             prefetch(p + 32)
             prefetch(p + 48)
         if nr == 1 and x_hi[x] != lo:
