@@ -85,6 +85,25 @@ def test_ncx_path_equals_nxc_path_bitwise(mode, rank, ct, channels, dtype, rng):
     assert np.array_equal(back.view(np.uint8), np.ascontiguousarray(nxc).view(np.uint8))
 
 
+@pytest.mark.parametrize("ox", [8, 16, 19, 35])
+@pytest.mark.parametrize("rank,mode", [(1, "linear"), (2, "bilinear"), (3, "trilinear")])
+@pytest.mark.parametrize("channels", [8, 9, 16])
+def test_ncx_wide_rows_equal_nxc_bitwise(ox, rank, mode, channels, rng):
+    """NCX float32 interleaves eight channel rows into pixels eight at a time (a vector
+    transpose per eight pixels, then single pixels): rows of 8, 16, 19 and 35 pixels, up and
+    down (x sizes 13 and 5), groups of eight channels and a short last group (9)."""
+    for ix in (13, 5):
+        in_sp, out_sp = (3, 4, ix)[-rank:], (5, 7, ox)[-rank:]
+        dy = rng.standard_normal((2,) + out_sp + (channels,)).astype(np.float32)
+        src = np.zeros((2,) + in_sp + (channels,), np.float32)
+        nxc = T.interpolate_backward(src, dy, mode=mode, data_format="NXC")
+        to_ncx = (0, rank + 1) + tuple(range(1, rank + 1))
+        ncx = T.interpolate_backward(src.transpose(to_ncx), dy.transpose(to_ncx), mode=mode,
+                                     data_format="NCX")
+        back = np.ascontiguousarray(np.moveaxis(ncx, 1, -1))
+        assert np.array_equal(back.view(np.uint32), np.ascontiguousarray(nxc).view(np.uint32))
+
+
 def _build_in_subprocess(value):
     env = dict(os.environ, TFCOMPAT_SIMD=value)
     return subprocess.run([sys.executable, "-c", "import tfcompat; print(tfcompat.kernel_build())"],

@@ -71,12 +71,48 @@ cdef extern from *:
     static inline void tfc_store8(float *p, tfc_v8f v) { memcpy(p, &v, sizeof v); }
     static inline tfc_v8f tfc_splat8(float x) { tfc_v8f v = {x, x, x, x, x, x, x, x}; return v; }
     static inline void tfc_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
+    typedef int tfc_v8i __attribute__((vector_size(32)));
+    /* d[x*8 + k] = s[k*sp + x] for k < 8, x < n: eight rows, sp floats apart, interleaved
+       into pixels of eight lanes. Moves only, so the same bits in both builds. */
+    static inline void tfc_interleave8(const float *s, Py_ssize_t sp, float *d, Py_ssize_t n) {
+        const tfc_v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+        const tfc_v8i lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+        const tfc_v8i lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+        Py_ssize_t x = 0, k;
+        for (; x + 8 <= n; x += 8) {
+            tfc_v8f r0 = tfc_load8(s + x), r1 = tfc_load8(s + sp + x);
+            tfc_v8f r2 = tfc_load8(s + 2 * sp + x), r3 = tfc_load8(s + 3 * sp + x);
+            tfc_v8f r4 = tfc_load8(s + 4 * sp + x), r5 = tfc_load8(s + 5 * sp + x);
+            tfc_v8f r6 = tfc_load8(s + 6 * sp + x), r7 = tfc_load8(s + 7 * sp + x);
+            tfc_v8f t0 = __builtin_shuffle(r0, r1, lo), t1 = __builtin_shuffle(r0, r1, hi);
+            tfc_v8f t2 = __builtin_shuffle(r2, r3, lo), t3 = __builtin_shuffle(r2, r3, hi);
+            tfc_v8f t4 = __builtin_shuffle(r4, r5, lo), t5 = __builtin_shuffle(r4, r5, hi);
+            tfc_v8f t6 = __builtin_shuffle(r6, r7, lo), t7 = __builtin_shuffle(r6, r7, hi);
+            tfc_v8f u0 = __builtin_shuffle(t0, t2, lo2), u1 = __builtin_shuffle(t0, t2, hi2);
+            tfc_v8f u2 = __builtin_shuffle(t1, t3, lo2), u3 = __builtin_shuffle(t1, t3, hi2);
+            tfc_v8f u4 = __builtin_shuffle(t4, t6, lo2), u5 = __builtin_shuffle(t4, t6, hi2);
+            tfc_v8f u6 = __builtin_shuffle(t5, t7, lo2), u7 = __builtin_shuffle(t5, t7, hi2);
+            float *o = d + x * 8;
+            tfc_store8(o, __builtin_shuffle(u0, u4, lo4));
+            tfc_store8(o + 8, __builtin_shuffle(u1, u5, lo4));
+            tfc_store8(o + 16, __builtin_shuffle(u2, u6, lo4));
+            tfc_store8(o + 24, __builtin_shuffle(u3, u7, lo4));
+            tfc_store8(o + 32, __builtin_shuffle(u0, u4, hi4));
+            tfc_store8(o + 40, __builtin_shuffle(u1, u5, hi4));
+            tfc_store8(o + 48, __builtin_shuffle(u2, u6, hi4));
+            tfc_store8(o + 56, __builtin_shuffle(u3, u7, hi4));
+        }
+        for (; x < n; x++)
+            for (k = 0; k < 8; k++) d[x * 8 + k] = s[k * sp + x];
+    }
     """
     ctypedef float v8f "tfc_v8f"
     v8f load8 "tfc_load8"(const float* p) noexcept nogil
     void store8 "tfc_store8"(float* p, v8f v) noexcept nogil
     v8f splat8 "tfc_splat8"(float x) noexcept nogil
     void prefetch "tfc_prefetch"(const void* p) noexcept nogil
+    void interleave8 "tfc_interleave8"(const float* s, Py_ssize_t sp, float* d,
+                                       Py_ssize_t n) noexcept nogil
 
 
 cdef extern from *:
@@ -796,9 +832,12 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ss
             TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
             nr = _row_weights(t, gz, gy, wr)
             src = dy + c0 * out_plane + (t.z_src[gz] * Oy + t.y_src[gy]) * Ox
-            for k in range(G):
-                for x in range(Ox):
-                    sbuf[x * 8 + k] = src[k * out_plane + x]
+            if G == 8:
+                interleave8(src, out_plane, sbuf, Ox)
+            else:
+                for k in range(G):
+                    for x in range(Ox):
+                        sbuf[x * 8 + k] = src[k * out_plane + x]
             _window_block8(sbuf, dbuf, Ox, Ix, 8, wr, nr, x_lo, x_hi, x_wlo, x_whi)
     for k in range(G):
         for x in range(Ix):
