@@ -150,9 +150,8 @@ def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
     # as fast as the NumPy copy, or did the conv's FLOPs as fast as the matmul): how far the
     # workload lets anyone get ahead of TF on this machine, in this minute (not for float64
     # conv: the probe is a float32 matmul, and float64 peaks at about half its speed)
-    row["tf_ceiling"] = row["tf_ms"] / (row["ours_ms"] * row["pct_peak"] / 100)
-    if gflops is not None and dtype == "float64":
-        row["tf_ceiling"] = float("nan")
+    row["tf_ceiling"] = (float("nan") if gflops is not None and dtype == "float64"
+                         else row["tf_ms"] / (row["ours_ms"] * row["pct_peak"] / 100))
     return row
 
 

@@ -72,14 +72,16 @@ cdef extern from *:
     static inline tfc_v8f tfc_splat8(float x) { tfc_v8f v = {x, x, x, x, x, x, x, x}; return v; }
     static inline void tfc_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
     typedef int tfc_v8i __attribute__((vector_size(32)));
-    /* d[x*8 + k] = s[k*sp + x] for k < 8, x < n: eight rows, sp floats apart, interleaved
-       into pixels of eight lanes. Moves only, so the same bits in both builds. */
-    static inline void tfc_interleave8(const float *s, Py_ssize_t sp, float *d, Py_ssize_t n) {
+    /* d[x*8 + k] = s[k*sp + x] for k < g <= 8, x < n: g rows, sp floats apart, interleaved
+       into pixels of eight lanes (lanes g..7 untouched). Eight rows go by 8x8 transposes,
+       eight pixels at a time. Moves only, so the same bits in both builds. */
+    static inline void tfc_interleave8(const float *s, Py_ssize_t sp, float *d, Py_ssize_t n,
+                                       Py_ssize_t g) {
         const tfc_v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
         const tfc_v8i lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
         const tfc_v8i lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
         Py_ssize_t x = 0, k;
-        for (; x + 8 <= n; x += 8) {
+        if (g == 8) for (; x + 8 <= n; x += 8) {
             tfc_v8f r0 = tfc_load8(s + x), r1 = tfc_load8(s + sp + x);
             tfc_v8f r2 = tfc_load8(s + 2 * sp + x), r3 = tfc_load8(s + 3 * sp + x);
             tfc_v8f r4 = tfc_load8(s + 4 * sp + x), r5 = tfc_load8(s + 5 * sp + x);
@@ -102,8 +104,13 @@ cdef extern from *:
             tfc_store8(o + 48, __builtin_shuffle(u2, u6, hi4));
             tfc_store8(o + 56, __builtin_shuffle(u3, u7, hi4));
         }
-        for (; x < n; x++)
-            for (k = 0; k < 8; k++) d[x * 8 + k] = s[k * sp + x];
+        if (g == 8) {
+            for (; x < n; x++)
+                for (k = 0; k < 8; k++) d[x * 8 + k] = s[k * sp + x];
+        } else {
+            for (k = 0; k < g; k++)
+                for (x = 0; x < n; x++) d[x * 8 + k] = s[k * sp + x];
+        }
     }
     """
     ctypedef float v8f "tfc_v8f"
@@ -111,8 +118,8 @@ cdef extern from *:
     void store8 "tfc_store8"(float* p, v8f v) noexcept nogil
     v8f splat8 "tfc_splat8"(float x) noexcept nogil
     void prefetch "tfc_prefetch"(const void* p) noexcept nogil
-    void interleave8 "tfc_interleave8"(const float* s, Py_ssize_t sp, float* d,
-                                       Py_ssize_t n) noexcept nogil
+    void interleave8 "tfc_interleave8"(const float* s, Py_ssize_t sp, float* d, Py_ssize_t n,
+                                       Py_ssize_t g) noexcept nogil
 
 
 cdef extern from *:
@@ -832,12 +839,7 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ss
             TFC_CHECK(0 <= t.y_src[gy] < Oy and 1 <= t.y_cnt[gy] <= 2)
             nr = _row_weights(t, gz, gy, wr)
             src = dy + c0 * out_plane + (t.z_src[gz] * Oy + t.y_src[gy]) * Ox
-            if G == 8:
-                interleave8(src, out_plane, sbuf, Ox)
-            else:
-                for k in range(G):
-                    for x in range(Ox):
-                        sbuf[x * 8 + k] = src[k * out_plane + x]
+            interleave8(src, out_plane, sbuf, Ox, G)
             _window_block8(sbuf, dbuf, Ox, Ix, 8, wr, nr, x_lo, x_hi, x_wlo, x_whi)
     for k in range(G):
         for x in range(Ix):
@@ -1190,8 +1192,9 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
             TFC_CHECK(0 <= t.z_src[gz] < Oz and 0 <= t.y_src[gy] < Oy)
             src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox * C
             if nn_t is float:
-                # measured: 1.1-1.5x on R1 and R3 (C = 64, 21); 0.85x on R4 (C = 256) with
-                # dy out of cache, where the scatter's one stream through dy reads faster
+                # measured: 1.1-1.5x on R1 and R3 (C = 64, 21); at C = 128 and 256 (R4)
+                # 1.14-1.18x with dy in cache but 0.72-0.89x with dy out of it, where the
+                # scatter's one stream through dy reads faster
                 if 8 <= C <= WINDOW_MAX_C:
                     _nearest_runs_f32(src, dst, Ox, Ix, C, x_idx)
                     continue
