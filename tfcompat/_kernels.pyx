@@ -211,7 +211,7 @@ cdef extern from *:
     #include <pthread.h>
     #define TFC_POOL_SLOTS 8
     #define TFC_POOL_MIN ((size_t)1 << 20)     /* blocks below 1 MiB use plain malloc */
-    #define TFC_HDR 64                          /* header: capacity, keeps 64-byte alignment */
+    #define TFC_HDR 64         /* header: capacity, pooled flag; keeps 64-byte alignment */
     typedef struct { void *base; size_t cap; size_t stamp; } tfc_block;
     static tfc_block tfc_slots[TFC_POOL_SLOTS];
     static size_t tfc_cached = 0, tfc_limit = (size_t)1 << 30, tfc_hits = 0, tfc_misses = 0;
@@ -222,7 +222,8 @@ cdef extern from *:
         size_t cap = size + TFC_HDR;
         void *base = NULL;
         if (posix_memalign(&base, 4096, cap) != 0) return NULL;
-        *(size_t *)base = cap;
+        ((size_t *)base)[0] = cap;
+        ((size_t *)base)[1] = 1;                /* pooled */
         return (char *)base + TFC_HDR;
     }
     static void *tfc_malloc(void *ctx, size_t size) {
@@ -230,7 +231,8 @@ cdef extern from *:
         if (size < TFC_POOL_MIN) {
             char *p = (char *)malloc(size + TFC_HDR);
             if (!p) return NULL;
-            *(size_t *)p = 0;                   /* 0: not pooled */
+            ((size_t *)p)[0] = size + TFC_HDR;
+            ((size_t *)p)[1] = 0;               /* not pooled: back to free() */
             return p + TFC_HDR;
         }
         pthread_mutex_lock(&tfc_lock);
@@ -263,9 +265,8 @@ cdef extern from *:
         (void)ctx; (void)size;
         if (!ptr) return;
         char *base = (char *)ptr - TFC_HDR;
-        size_t cap = *(size_t *)base;
-        if (cap == 0) { free(base); return; }
-        if (cap > tfc_limit) { free(base); return; }
+        size_t cap = ((size_t *)base)[0];
+        if (!((size_t *)base)[1] || cap > tfc_limit) { free(base); return; }
         /* keep the block just freed, evicting the least recently cached ones to make room: a
            loop that calls kernels with the same shapes wants its newest blocks back */
         void *evicted[TFC_POOL_SLOTS];
@@ -292,11 +293,9 @@ cdef extern from *:
     }
     static void *tfc_realloc(void *ctx, void *ptr, size_t new_size) {
         if (!ptr) return tfc_malloc(ctx, new_size);
-        char *base = (char *)ptr - TFC_HDR;
-        size_t cap = *(size_t *)base;
+        size_t old = ((size_t *)((char *)ptr - TFC_HDR))[0] - TFC_HDR;
         void *q = tfc_malloc(ctx, new_size);
         if (!q) return NULL;
-        size_t old = cap ? cap - TFC_HDR : new_size;   /* small blocks: numpy never shrinks below */
         memcpy(q, ptr, old < new_size ? old : new_size);
         tfc_free(ctx, ptr, 0);
         return q;
