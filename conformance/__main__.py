@@ -153,4 +153,5 @@ def _merge(paths):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .tfexit import exit_without_native_teardown
+    sys.exit(exit_without_native_teardown(main()))

@@ -45,6 +45,22 @@ def assert_bitwise(got, ref, what=""):
         raise AssertionError(f"{what}: not bitwise equal; worst at {i}: {got[i]!r} vs {ref[i]!r}")
 
 
+_SESSION = []
+
+
+def pytest_sessionstart(session):
+    _SESSION.append(session)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # the summary is printed; with TF loaded, skip the native exit handlers, one of which (TF's
+    # thread-local oneDNN primitive cache) can segfault at exit: see conformance/tfexit.py
+    if _SESSION:
+        from conformance.tfexit import exit_without_native_teardown
+        exit_without_native_teardown(_SESSION[-1].exitstatus)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
