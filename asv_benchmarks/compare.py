@@ -8,11 +8,17 @@ One process; for every workload the implementations are called in turn (interlea
 two warm-up calls each, and each gets the median of ``--repeat`` runs. Printed per workload:
 medians, ratios (TF time / ours, torch time / ours: above 1 means we are faster), our effective
 bandwidth as a percentage of a NumPy copy (resize ops: (|dy| + |dx|) bytes / time) or our
-GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, the
-TF/ours that an implementation running at 100 % of that probe would show (TF time divided by
-the time the probe's speed needs for the workload: the most any implementation can be ahead of
-TF here, unless it beats the probe), and the peak memory our call allocates beyond its output
+GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, a
+floor and TF's time over it, and the peak memory our call allocates beyond its output
 (tracemalloc).
+
+The floor of a resize workload is tfcompat's ``stream_floor`` on arrays of |dy| and |dx| bytes:
+it reads the one once and writes the other once with the same threads, and nothing else, so no
+resampling backward can do much better. It takes its turn after the implementations, so it
+meets the caches as they leave them. (A NumPy copy is no floor here: it writes as many bytes as
+it reads, and on this kind of machine reading alone runs about twice as fast.) The floor of a
+conv is its FLOPs at the matmul's speed (not shown for float64). TF/floor is then the most any
+implementation could be ahead of TF in that minute.
 """
 import argparse
 import json
@@ -89,9 +95,11 @@ def run(which, repeat, threads, dtypes):
     mm_fn, mm_flops = matmul_probe()
     copies, mms = [], []
 
-    def bandwidth_row(name, funcs, nbytes):
+    def bandwidth_row(name, funcs, nbytes, dy_nbytes):
         copy = copy_bytes / _median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
-        t = _median_interleaved(funcs, repeat)
+        # the floor takes its turn after the others, so it meets the caches as they leave them
+        floor = I.floor_probe(dy_nbytes, nbytes - dy_nbytes, threads)
+        t = _median_interleaved(dict(funcs, floor=floor), repeat)
         copies.append(copy)
         rows.append(_row(name, "float32", t, funcs, gbs=nbytes / t["tfcompat"] / 1e9, copy=copy))
 
@@ -100,12 +108,12 @@ def run(which, repeat, threads, dtypes):
             for op in ("bilinear", "nearest"):
                 for flags in ("legacy", "align", "half"):
                     funcs, nbytes = I.make_resize(sid, op, flags, threads, rng)
-                    bandwidth_row(f"{sid} {op} {flags}", funcs, nbytes)
+                    bandwidth_row(f"{sid} {op} {flags}", funcs, nbytes, _dy_nbytes(RESIZE[sid]))
     if which in ("interp", "all"):
         for sid in INTERP:
             for layout in ("NXC", "NCX"):
                 funcs, nbytes = I.make_interp(sid, layout, threads, rng)
-                bandwidth_row(f"{sid} trilinear {layout}", funcs, nbytes)
+                bandwidth_row(f"{sid} trilinear {layout}", funcs, nbytes, _dy_nbytes(INTERP[sid]))
     if which in ("conv", "all"):
         for dt in dtypes:
             for sid in CONV:
@@ -128,6 +136,11 @@ def run(which, repeat, threads, dtypes):
     return rows, meta
 
 
+def _dy_nbytes(shapes):
+    """float32 bytes of the resized tensor (dy) of a (forward input, dy) shape pair."""
+    return 4 * int(np.prod(shapes[1]))
+
+
 def copy_bandwidth_once(fn, nbytes):
     fn()
     t = time.perf_counter()
@@ -144,14 +157,17 @@ def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
     row["torch_ratio"] = row["torch_ms"] / row["ours_ms"]
     if gbs is not None:
         row["GBps"], row["peak"], row["pct_peak"] = gbs, copy, 100 * gbs / copy
+        # resize ops: the stream floor, timed in turn with the others (impls.floor_probe)
+        row["floor_ms"] = t.get("floor", float("nan")) * 1e3
     else:
         row["GFLOPs"], row["peak"], row["pct_peak"] = gflops, mm, 100 * gflops / mm
-    # the TF/ours an implementation would show if it ran at the probe's speed (moved |dy| + |dx|
-    # as fast as the NumPy copy, or did the conv's FLOPs as fast as the matmul): how far the
-    # workload lets anyone get ahead of TF on this machine, in this minute (not for float64
-    # conv: the probe is a float32 matmul, and float64 peaks at about half its speed)
-    row["tf_ceiling"] = (float("nan") if gflops is not None and dtype == "float64"
-                         else row["tf_ms"] / (row["ours_ms"] * row["pct_peak"] / 100))
+        # conv: the time of its FLOPs at the float32 matmul's speed (none for float64: the
+        # probe is a float32 matmul, and float64 peaks at about half its speed)
+        row["floor_ms"] = (float("nan") if dtype == "float64"
+                           else row["ours_ms"] * row["pct_peak"] / 100)
+    # the TF/ours of an implementation as fast as the floor: how far the workload lets anyone
+    # get ahead of TF on this machine, in this minute
+    row["tf_ceiling"] = row["tf_ms"] / row["floor_ms"]
     return row
 
 
@@ -161,11 +177,12 @@ def _fmt(v, spec):
 
 def table(rows, markdown=False):
     head = ["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours",
-            "ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "TF/ours at 100 %", "extra MB"]
+            "ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "floor ms", "TF/floor",
+            "extra MB"]
     body = [[r["workload"], r["dtype"], _fmt(r["ours_ms"], ".2f"), _fmt(r["tf_ms"], ".2f"),
              _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f"),
              _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
-             _fmt(r["pct_peak"], ".0f"), _fmt(r["tf_ceiling"], ".2f"),
+             _fmt(r["pct_peak"], ".0f"), _fmt(r["floor_ms"], ".2f"), _fmt(r["tf_ceiling"], ".2f"),
              _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
         head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell

@@ -115,6 +115,17 @@ def make_interp(shape_id, layout, threads, rng, only=None):
     return impls, dy.nbytes + src.nbytes
 
 
+def floor_probe(src_nbytes, dst_nbytes, threads):
+    """A callable that reads ``src_nbytes`` and writes ``dst_nbytes`` once, on ``threads``
+    threads (tfcompat's ``stream_floor``): the least memory traffic of a resize backward
+    with that |dy| and |dx|. Its arrays are NumPy's, like the dy the workloads pass."""
+    from tfcompat._simd import kernels
+    src = np.ones(src_nbytes // 4, np.float32)
+    dst = np.ones(dst_nbytes // 4, np.float32)  # written once here, so no page faults later
+    chunks = max(threads, min(src.size, dst.size, src.size // 16384))
+    return lambda: kernels.stream_floor(src, dst, chunks, threads)
+
+
 def make_conv(shape_id, dtype_name, threads, rng, only=None):
     x_shape, w_shape, s, pad = CONV[shape_id]
     dt = dtype_of(dtype_name)

@@ -3,15 +3,16 @@ from asv_benchmarks import compare
 
 
 def test_bandwidth_row_ratios_and_ceiling():
-    # ours 2 ms, TF 6 ms, torch 3 ms; 40 MB moved at 20 GB/s = 2 ms; the copy ran at 25 GB/s
-    t = {"tfcompat": 2e-3, "tensorflow": 6e-3, "torch": 3e-3}
+    # ours 2 ms, TF 6 ms, torch 3 ms, the stream floor 1.5 ms; 40 MB moved at 20 GB/s = 2 ms;
+    # the copy ran at 25 GB/s
+    t = {"tfcompat": 2e-3, "tensorflow": 6e-3, "torch": 3e-3, "floor": 1.5e-3}
     funcs = {"tfcompat": lambda: b""}
     row = compare._row("R9 test", "float32", t, funcs, gbs=20.0, copy=25.0)
     assert row["tf_ratio"] == 3.0
     assert row["torch_ratio"] == 1.5
     assert row["pct_peak"] == 80.0
-    # at the copy's 25 GB/s the 40 MB take 1.6 ms, and 6 / 1.6 = 3.75
-    assert abs(row["tf_ceiling"] - 3.75) < 1e-12
+    assert row["floor_ms"] == 1.5
+    assert abs(row["tf_ceiling"] - 4.0) < 1e-12  # 6 / 1.5
 
 
 def test_flops_row_ceiling_and_missing_peers():
@@ -22,8 +23,9 @@ def test_flops_row_ceiling_and_missing_peers():
     assert abs(row["tf_ceiling"] - 3.0) < 1e-12  # 50 ms at the matmul's speed; 150 / 50
     text = compare.table([row])
     header, line = text.splitlines()
-    assert "TF/ours at 100 %" in header
+    assert "floor ms" in header and "TF/floor" in header
     assert line.split()[:5] == ["C9", "conv", "float32", "100.00", "150.00"]
+    assert "50.00" in line.split()  # the floor
     assert "3.00" in line.split() and "-" in line.split()  # the ceiling; torch absent
 
 
@@ -33,3 +35,24 @@ def test_no_ceiling_for_float64_conv():
     row = compare._row("C9 conv", "float64", t, {"tfcompat": lambda: b""}, gflops=50.0, mm=200.0)
     assert row["pct_peak"] == 25.0
     assert row["tf_ceiling"] != row["tf_ceiling"]  # NaN, printed as "-"
+    assert row["floor_ms"] != row["floor_ms"]
+
+
+def test_stream_floor_reads_and_writes_every_float():
+    # every float of destination chunk k holds the OR of the bits of source chunk k, which
+    # NumPy computes independently; NaN-filled destinations show any float left unwritten
+    import numpy as np
+    import pytest
+    from tfcompat._simd import kernels
+    rng = np.random.default_rng(3)
+    for ns, nd, chunks, threads in [(100, 37, 5, 2), (1000, 4000, 7, 1), (33, 33, 33, 4),
+                                    (70001, 9, 9, 2)]:
+        src = rng.standard_normal(ns).astype(np.float32)
+        dst = np.full(nd, np.nan, np.float32)
+        kernels.stream_floor(src, dst, chunks, threads)
+        su, du = src.view(np.uint32), dst.view(np.uint32)
+        for k in range(chunks):
+            want = np.bitwise_or.reduce(su[k * ns // chunks:(k + 1) * ns // chunks])
+            assert (du[k * nd // chunks:(k + 1) * nd // chunks] == want).all()
+    with pytest.raises(ValueError, match="chunks: got 38"):
+        kernels.stream_floor(np.ones(100, np.float32), np.ones(37, np.float32), 38, 2)

@@ -1229,6 +1229,60 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
 
 
 # ---------------------------------------------------------------------------------------
+# A benchmark instrument: the memory floor of a resampling backward
+# ---------------------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    /* Chunk k of an array of n floats is [k*n/chunks, (k+1)*n/chunks). Every float of the
+       source chunk is read once (8-lane loads, four independent ORs) and every float of the
+       destination chunk is written once with the OR of the source chunk's bits: a result
+       that needs every read and no arithmetic whose speed or order could matter. */
+    static void tfc_stream_chunk(const float *s, Py_ssize_t ns, float *d, Py_ssize_t nd) {
+        tfc_v8i a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v;
+        Py_ssize_t i = 0;
+        uint32_t r = 0, u;
+        for (; i + 32 <= ns; i += 32) {
+            memcpy(&v, s + i, 32); a0 |= v;
+            memcpy(&v, s + i + 8, 32); a1 |= v;
+            memcpy(&v, s + i + 16, 32); a2 |= v;
+            memcpy(&v, s + i + 24, 32); a3 |= v;
+        }
+        for (; i + 8 <= ns; i += 8) { memcpy(&v, s + i, 32); a0 |= v; }
+        a0 |= a1 | a2 | a3;
+        for (int k = 0; k < 8; k++) r |= (uint32_t)a0[k];
+        for (; i < ns; i++) { memcpy(&u, s + i, 4); r |= u; }
+        tfc_v8i o = {(int)r, (int)r, (int)r, (int)r, (int)r, (int)r, (int)r, (int)r};
+        for (i = 0; i + 8 <= nd; i += 8) memcpy(d + i, &o, 32);
+        for (; i < nd; i++) memcpy(d + i, &r, 4);
+    }
+    """
+    void stream_chunk "tfc_stream_chunk"(const float* s, Py_ssize_t ns, float* d,
+                                          Py_ssize_t nd) noexcept nogil
+
+
+def stream_floor(const float[::1] src, float[::1] dst, Py_ssize_t chunks, int num_threads):
+    """Not a kernel: what asv_benchmarks.compare times as the floor of a resize workload.
+
+    Reads every float of ``src`` once and writes every float of ``dst`` once, in ``chunks``
+    matching pieces split statically over ``num_threads`` threads (chunk k of each array:
+    [k*n/chunks, (k+1)*n/chunks); every float of destination chunk k gets the bitwise OR of
+    the bits of source chunk k). A resampling backward must at least read |dy| and write
+    |dx|; this does only that, with the same threads, so no such kernel can beat its time
+    by much. 1 <= chunks <= min(len(src), len(dst))."""
+    cdef Py_ssize_t ns = src.shape[0], nd = dst.shape[0], k
+    if not 1 <= chunks <= min(ns, nd):
+        raise ValueError(f"chunks: got {chunks}; expected 1 <= chunks <= {min(ns, nd)} "
+                         f"(the shorter array's length)")
+    cdef const float* ps = &src[0]
+    cdef float* pd = &dst[0]
+    with nogil:
+        for k in prange(chunks, schedule='static', num_threads=num_threads):
+            stream_chunk(ps + k * ns // chunks, (k + 1) * ns // chunks - k * ns // chunks,
+                         pd + k * nd // chunks, (k + 1) * nd // chunks - k * nd // chunks)
+
+
+# ---------------------------------------------------------------------------------------
 # Conv2DBackpropInput: col2im as a gather
 # ---------------------------------------------------------------------------------------
 
