@@ -121,13 +121,16 @@ def test_simd_switch():
 
 
 @pytest.mark.tf
-@pytest.mark.parametrize("channels", [3, 8, 9, 16, 21, 31, 32, 37, 40, 45, 64, 72])
+@pytest.mark.parametrize("channels", [3, 8, 9, 16, 21, 31, 32, 33, 37, 40, 45, 63, 64, 72])
 @pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
 def test_vector_window_bitwise_tf(channels, align, half, rng):
     """Every way the window splits a row (_row_blocks): one vector (8); one block of 2, 3 or 4
     vectors, the last overlapping when C % 8 != 0 (9, 16, 21, 31, 32); 16 channels and then the
     rest (37); 32-channel blocks and then the rest (40, 45, 64). 3 and 72 take the scatter.
-    Bilinear and nearest (whose window holds dst while the x index repeats)."""
+    Bilinear and nearest. Nearest with at most 4 dy rows per dx row takes the gather, whose
+    blocks are 64 channels (64), 32 (32, 40), and a last one of 1 to 4 vectors that may overlap
+    the block before it (33, 37: one vector ending at C; 45, 63: two and four vectors); the 8x
+    upscale (4, 3 from 32, 24) has 8 rows per dx row and takes the scatter's runs."""
     tf = pytest.importorskip("tensorflow")
     for iy, ix, oy, ox in [(5, 7, 11, 13), (13, 9, 4, 5), (1, 3, 7, 1), (17, 41, 3, 2),
                            (4, 3, 32, 24)]:
