@@ -675,8 +675,7 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                     # both x taps land on one element: one read-modify-write, terms in TF order
                     _both_taps(dst + x_lo[x] * C, s, C, wr, nr, wl, wh)
                 else:
-                    _one_tap(dst + x_lo[x] * C, s, C, wr, nr, wl)
-                    _one_tap(dst + x_hi[x] * C, s, C, wr, nr, wh)
+                    _two_taps(dst + x_lo[x] * C, dst + x_hi[x] * C, s, C, wr, nr, wl, wh)
 
 
 # NCX (C == 1): a channel loop of length 1 costs more than its body, and one row's adds form
@@ -1044,6 +1043,34 @@ cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, real_src
             w0 = wr[k]
             for c in range(C):
                 d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
+
+
+cdef inline void _two_taps(real_acc* dl, real_acc* dh, const real_src* s, Py_ssize_t C,
+                           real_src* wr, Py_ssize_t nr, real_src wl, real_src wh) noexcept nogil:
+    """_one_tap(dl, ..., wl) and _one_tap(dh, ..., wh) in one pass over the channels, sharing
+    the load of s[c] and s[c] * wr[k]. dl and dh are different elements (lo != hi), and each
+    still receives its terms in the order k = 0..nr-1."""
+    cdef Py_ssize_t c, k
+    cdef real_src w0 = wr[0], w1 = wr[1]
+    cdef real_src v0, v1
+    if nr == 1:
+        for c in range(C):
+            v0 = s[c] * w0
+            dl[c] = dl[c] + <real_acc>(v0 * wl)
+            dh[c] = dh[c] + <real_acc>(v0 * wh)
+    elif nr == 2:
+        for c in range(C):
+            v0 = s[c] * w0
+            v1 = s[c] * w1
+            dl[c] = (dl[c] + <real_acc>(v0 * wl)) + <real_acc>(v1 * wl)
+            dh[c] = (dh[c] + <real_acc>(v0 * wh)) + <real_acc>(v1 * wh)
+    else:
+        for k in range(nr):
+            w0 = wr[k]
+            for c in range(C):
+                v0 = s[c] * w0
+                dl[c] = dl[c] + <real_acc>(v0 * wl)
+                dh[c] = dh[c] + <real_acc>(v0 * wh)
 
 
 cdef inline void _both_taps(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
