@@ -1,5 +1,6 @@
 """Argument checking shared by every op: conversions and messages that name the argument,
 the value received and what was expected (SPEC.md section 5)."""
+import functools
 import math
 import operator
 
@@ -121,6 +122,7 @@ def get_input(inputs, key, kernel, required=True):
 MAX_AXIS = 2 ** 31 - 1  # the kernels' index tables are int32
 
 
+@functools.lru_cache(maxsize=1)
 def _physical_memory():
     try:
         import os

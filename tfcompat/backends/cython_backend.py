@@ -1,5 +1,6 @@
 """The ``cython`` backend: the product. Python prepares C-contiguous buffers and per-axis
 tables; one call into ``tfcompat._kernels`` does the arithmetic."""
+import functools
 import os
 
 import numpy as np
@@ -16,6 +17,8 @@ _F32 = np.float32
 # The trivial axis (size 1 -> 1, weight exactly 1.0f) pads 1-D and 2-D problems to 3-D.
 _TRIVIAL = (np.array([0, 1], _I32), np.array([0], _I32), np.array([1], _I32),
             np.array([1.0], _F32), np.array([0.0], _F32))
+for _a in _TRIVIAL:
+    _a.flags.writeable = False
 
 
 def axis_forward_map(axis):
@@ -31,12 +34,35 @@ def axis_forward_map(axis):
     return (idx,)
 
 
-def _gather_table(axis):
-    fwd = axis_forward_map(axis)
+def _gather_table(axis, fwd=None):
+    fwd = axis_forward_map(axis) if fwd is None else fwd
     if axis.linear:
         return _kernels.invert_axis_map(axis.in_size, *fwd, True)
     ones = np.ones(axis.out_size, _F32)
     return _kernels.invert_axis_map(axis.in_size, fwd[0], fwd[0], ones, ones, False)
+
+
+_CACHED_AXIS_MAX = 1 << 16
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_tables(axis):
+    fwd = axis_forward_map(axis)
+    tables = (fwd, _gather_table(axis, fwd))
+    for a in tables[0] + tables[1]:
+        a.flags.writeable = False
+    return tables
+
+
+def axis_tables(axis):
+    """(forward map, gather table) of one axis. Both depend on the axis alone, and a training
+    loop asks for the same ones on every step, so axes of up to 65536 resized indices are
+    cached (read-only arrays, 64 axes at most); a call of a few KB spent about a third of its
+    Python time rebuilding them."""
+    if axis.out_size + axis.in_size <= _CACHED_AXIS_MAX:
+        return _cached_tables(axis)
+    fwd = axis_forward_map(axis)
+    return fwd, _gather_table(axis, fwd)
 
 
 def _half_kind(dtype):
@@ -99,9 +125,9 @@ def resample(problem, num_threads=None):
         rows_b, C = problem.batch, problem.channels
     else:
         rows_b, C = problem.batch * problem.channels, 1
-    z_tab = _TRIVIAL if axes[0] is None else _gather_table(axes[0])
-    y_tab = _TRIVIAL if axes[1] is None else _gather_table(axes[1])
-    x_map = axis_forward_map(axes[2])
+    z_tab = _TRIVIAL if axes[0] is None else axis_tables(axes[0])[1]
+    y_tab = _TRIVIAL if axes[1] is None else axis_tables(axes[1])[1]
+    x_map = axis_tables(axes[2])[0]
     dy, acc = _kernel_buffers(problem, nthreads)
     dx = _memory.empty(rows_b * in3[0] * in3[1] * in3[2] * C, acc)
     if problem.linear:
