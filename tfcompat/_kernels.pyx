@@ -1239,7 +1239,7 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
 # output does, and stored once: no memset and no read-modify-write passes over the dx row.
 # The terms and their order are those of the scatter above, so the bits are too.
 # Measured against the scatter (interleaved A/B, 2 threads): R1 and R2 (1 or 2 dy rows per dx
-# row) 1.13-1.17x with dy in cache and 1.03-1.09x with it evicted; R3 (8 rows, read as eight
+# row) 1.13-1.17x with dy in cache and 1.00-1.09x with it evicted; R3 (8 rows, read as eight
 # concurrent streams) 1.05-1.25x in cache but 0.85-0.93x evicted; R4 (C = 256, a pixel in
 # four 256-byte pieces) 1.32x in cache, 0.76x evicted. Hence the two limits.
 DEF GATHER_MAX_ROWS = 4
@@ -1278,7 +1278,7 @@ cdef inline void _gather_block64(const float** rows, Py_ssize_t nrows, Py_ssize_
                                  Py_ssize_t n, Py_ssize_t C, Py_ssize_t c0,
                                  float* d) noexcept nogil:
     """_gather_block on eight vectors (channels c0 .. c0 + 63): a whole 256-byte piece of
-    each pixel at a time, which the prefetchers follow better than two 128-byte halves."""
+    each pixel per step, so that C = 64 (R1, R2) is one block."""
     cdef Py_ssize_t k, x
     cdef v8f a0 = splat8(0), a1 = splat8(0), a2 = splat8(0), a3 = splat8(0)
     cdef v8f a4 = splat8(0), a5 = splat8(0), a6 = splat8(0), a7 = splat8(0)
