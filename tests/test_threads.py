@@ -90,3 +90,21 @@ def test_bounds_checked_build_detects_a_bad_table():
     with pytest.raises(IndexError, match="out of range"):
         K.linear_backward(dy, dx, 1, 1, 1, 2, 1, 1, 2, 1, *z, *z, bad_x, bad_x, np.ones(2, f32),
                           np.ones(2, f32), 1)
+
+
+def _spincount_after_import(env):
+    import subprocess
+    import sys
+    code = "import os, tfcompat; print(os.environ.get('GOMP_SPINCOUNT'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip()
+
+
+def test_import_shortens_the_openmp_spin_unless_the_user_chose():
+    import os
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    assert _spincount_after_import(base) == "10000"
+    assert _spincount_after_import(dict(base, GOMP_SPINCOUNT="123")) == "123"
+    assert _spincount_after_import(dict(base, OMP_WAIT_POLICY="active")) == "None"
