@@ -1027,29 +1027,11 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
         _store_block(dst + (cur + 1) * C, nv, o1, o2, o3, b0, b1, b2, b3)
 
 
-cdef inline void _one_tap(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
-                          Py_ssize_t nr, real_src wx) noexcept nogil:
-    """d[c] += (s[c] * wr[k]) * wx for k = 0..nr-1, in that order."""
-    cdef Py_ssize_t c, k
-    cdef real_src w0 = wr[0], w1 = wr[1]
-    if nr == 1:
-        for c in range(C):
-            d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
-    elif nr == 2:
-        for c in range(C):
-            d[c] = (d[c] + <real_acc>((s[c] * w0) * wx)) + <real_acc>((s[c] * w1) * wx)
-    else:
-        for k in range(nr):
-            w0 = wr[k]
-            for c in range(C):
-                d[c] = d[c] + <real_acc>((s[c] * w0) * wx)
-
-
 cdef inline void _two_taps(real_acc* dl, real_acc* dh, const real_src* s, Py_ssize_t C,
                            real_src* wr, Py_ssize_t nr, real_src wl, real_src wh) noexcept nogil:
-    """_one_tap(dl, ..., wl) and _one_tap(dh, ..., wh) in one pass over the channels, sharing
-    the load of s[c] and s[c] * wr[k]. dl and dh are different elements (lo != hi), and each
-    still receives its terms in the order k = 0..nr-1."""
+    """dl[c] += (s[c] * wr[k]) * wl and dh[c] += (s[c] * wr[k]) * wh for k = 0..nr-1, in that
+    order, in one pass over the channels that shares the load of s[c] and s[c] * wr[k]. dl and
+    dh are different elements (lo != hi)."""
     cdef Py_ssize_t c, k
     cdef real_src w0 = wr[0], w1 = wr[1]
     cdef real_src v0, v1
@@ -1350,6 +1332,22 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
                 _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 4, 8, 16, r - 8)
 
 
+cdef Py_ssize_t _most_per_entry(const int32_t[::1] off):
+    """The largest off[i + 1] - off[i] of a CSR offset table: dy rows per dx row, per axis."""
+    cdef Py_ssize_t i, most = 0
+    for i in range(off.shape[0] - 1):
+        most = max(most, <Py_ssize_t>(off[i + 1] - off[i]))
+    return most
+
+
+cdef bint _non_decreasing(const int32_t[::1] a):
+    cdef Py_ssize_t i
+    for i in range(1, a.shape[0]):
+        if a[i] < a[i - 1]:
+            return False
+    return True
+
+
 def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
                      Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                      Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
@@ -1368,20 +1366,12 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
     TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_idx.shape[0] == Ox)
     cdef int32_t[::1] x_off
     cdef const int32_t* poff
-    cdef Py_ssize_t x, i, most = 0
     if nn_t is float:
-        if 8 <= C <= WINDOW_MAX_C:
-            for i in range(Iz):
-                most = max(most, <Py_ssize_t>(z_off[i + 1] - z_off[i]))
-            x = most
-            most = 0
-            for i in range(Iy):
-                most = max(most, <Py_ssize_t>(y_off[i + 1] - y_off[i]))
-            most = x * most
-            for x in range(1, Ox):
-                if x_idx[x] < x_idx[x - 1]:
-                    most = GATHER_MAX_ROWS + 1  # not monotonic (never, for TF's maps)
-        if 8 <= C <= WINDOW_MAX_C and most <= GATHER_MAX_ROWS:
+        # the gather needs each dx column's x to be contiguous: x_idx never decreases for the
+        # maps nearest_axis_map builds, and the check keeps that an assumption no caller can break
+        if (8 <= C <= WINDOW_MAX_C
+                and _most_per_entry(z_off) * _most_per_entry(y_off) <= GATHER_MAX_ROWS
+                and _non_decreasing(x_idx)):
             # the run of dx column i: x_off[i] <= x < x_off[i + 1]
             x_off = np.searchsorted(np.asarray(x_idx), np.arange(Ix + 1)).astype(np.int32)
             poff = &x_off[0]
