@@ -54,15 +54,27 @@ def _cached_tables(axis):
     return tables
 
 
+def _cacheable(axis):
+    return axis.out_size + axis.in_size <= _CACHED_AXIS_MAX
+
+
+def forward_map(axis):
+    """axis_forward_map(axis), from the cache for a small axis (see axis_tables)."""
+    return _cached_tables(axis)[0] if _cacheable(axis) else axis_forward_map(axis)
+
+
+def gather_table(axis):
+    """_gather_table(axis), from the cache for a small axis (see axis_tables)."""
+    return _cached_tables(axis)[1] if _cacheable(axis) else _gather_table(axis)
+
+
 def axis_tables(axis):
     """(forward map, gather table) of one axis. Both depend on the axis alone, and a training
-    loop asks for the same ones on every step, so axes of up to 65536 resized indices are
-    cached (read-only arrays, 64 axes at most); a call of a few KB spent about a third of its
-    Python time rebuilding them."""
-    if axis.out_size + axis.in_size <= _CACHED_AXIS_MAX:
-        return _cached_tables(axis)
-    fwd = axis_forward_map(axis)
-    return fwd, _gather_table(axis, fwd)
+    loop asks for the same ones on every step, so axes whose two sizes add up to at most 65536
+    are cached (read-only arrays, 64 axes at most); a call of a few KB spent about a third of
+    its Python time rebuilding them. Larger axes are built on every call, and only the table
+    the call needs."""
+    return forward_map(axis), gather_table(axis)
 
 
 def _half_kind(dtype):
@@ -125,9 +137,9 @@ def resample(problem, num_threads=None):
         rows_b, C = problem.batch, problem.channels
     else:
         rows_b, C = problem.batch * problem.channels, 1
-    z_tab = _TRIVIAL if axes[0] is None else axis_tables(axes[0])[1]
-    y_tab = _TRIVIAL if axes[1] is None else axis_tables(axes[1])[1]
-    x_map = axis_tables(axes[2])[0]
+    z_tab = _TRIVIAL if axes[0] is None else gather_table(axes[0])
+    y_tab = _TRIVIAL if axes[1] is None else gather_table(axes[1])
+    x_map = forward_map(axes[2])
     dy, acc = _kernel_buffers(problem, nthreads)
     dx = _memory.empty(rows_b * in3[0] * in3[1] * in3[2] * C, acc)
     if problem.linear:
