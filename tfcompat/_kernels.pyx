@@ -71,6 +71,15 @@ cdef extern from *:
     static inline void tfc_store8(float *p, tfc_v8f v) { memcpy(p, &v, sizeof v); }
     static inline tfc_v8f tfc_splat8(float x) { tfc_v8f v = {x, x, x, x, x, x, x, x}; return v; }
     static inline void tfc_prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
+    /* Lines k .. k + q - 1 of ``lines`` 64-byte lines from base, as prefetcht2: lines wanted
+       in some microseconds, not in the next few steps. In C and always inlined: gcc finds a
+       function that does nothing but prefetch free of side effects and drops its calls, as
+       it did with this one written in Cython. */
+    static inline __attribute__((always_inline)) void tfc_prefetch_lines(
+            const char *base, Py_ssize_t lines, Py_ssize_t q, Py_ssize_t k) {
+        for (Py_ssize_t e = k + q < lines ? k + q : lines; k < e; k++)
+            __builtin_prefetch(base + k * 64, 0, 1);
+    }
     typedef int tfc_v8i __attribute__((vector_size(32)));
     /* d[x*8 + k] = s[k*sp + x] for k < g <= 8, x < n: g rows, sp floats apart, interleaved
        into pixels of eight lanes (lanes g..7 untouched). Eight rows go by 8x8 transposes,
@@ -118,6 +127,8 @@ cdef extern from *:
     void store8 "tfc_store8"(float* p, v8f v) noexcept nogil
     v8f splat8 "tfc_splat8"(float x) noexcept nogil
     void prefetch "tfc_prefetch"(const void* p) noexcept nogil
+    void prefetch_lines "tfc_prefetch_lines"(const char* base, Py_ssize_t lines, Py_ssize_t q,
+                                             Py_ssize_t k) noexcept nogil
     void interleave8 "tfc_interleave8"(const float* s, Py_ssize_t sp, float* d, Py_ssize_t n,
                                        Py_ssize_t g) noexcept nogil
 
@@ -608,6 +619,53 @@ cdef struct Blocks:
 DEF WINDOW_MAX_C = 64
 
 
+cdef struct Ahead:
+    # the dy rows that the next dx row reads and this one does not, fetched a few lines per
+    # step of this row's sweeps (see _plan_ahead): ``lines`` 64-byte lines from ``base``,
+    # ``q`` per step, step j of the row (sweeps numbered in order) from line j * q on
+    const char* base
+    Py_ssize_t lines
+    Py_ssize_t q
+
+
+cdef inline void _plan_ahead(Ahead* a, RowTables* t, const char* dy, Py_ssize_t b,
+                             Py_ssize_t iy, Py_ssize_t rows_b, Py_ssize_t Iy, Py_ssize_t Oy,
+                             Py_ssize_t row_bytes, Py_ssize_t steps) noexcept nogil:
+    """2-D: the dy rows of the next dx row (iy + 1, or row 0 of the next image) that this row
+    (b, iy) does not read, as a plan of ``steps`` steps. A row's dy rows ascend (TF's order),
+    so they are the ones past this row's last. Without such a plan half the sweeps of an
+    upsampling row wait on memory (the new rows) and the other half leave it idle (rows the
+    row before already brought in). ``row_bytes``: the bytes of one dy row."""
+    cdef Py_ssize_t r0, r1, nb = b, n0, n1
+    a.lines = 0
+    a.q = 1
+    if steps <= 0:
+        return
+    if iy + 1 < Iy:
+        n0 = t.y_off[iy + 1]
+        n1 = t.y_off[iy + 2]
+    elif b + 1 < rows_b:
+        nb = b + 1
+        n0 = t.y_off[0]
+        n1 = t.y_off[1]
+    else:
+        return
+    if n1 <= n0:
+        return  # the next row reads no dy row (downsampling)
+    r0 = t.y_src[n0]
+    r1 = t.y_src[n1 - 1]
+    if nb == b and t.y_off[iy] < n0:
+        r0 = max(r0, t.y_src[n0 - 1] + 1)  # past this row's last
+    if r1 < r0:
+        return
+    TFC_CHECK(0 <= r0 and r1 < Oy)
+    # prefetches never fault, but the plan stays inside dy all the same (its last line may
+    # reach past dy's last byte only within that line)
+    a.base = dy + (nb * Oy + r0) * row_bytes
+    a.lines = ((r1 - r0 + 1) * row_bytes + 63) // 64
+    a.q = (a.lines + steps - 1) // steps
+
+
 cdef inline void _add_block(Blocks* bl, Py_ssize_t c0, Py_ssize_t r) noexcept nogil:
     """Channels c0 .. c0 + r - 1 (8 <= r <= 32) as one block; its last vector ends at r."""
     cdef Py_ssize_t k = bl.n
@@ -634,7 +692,7 @@ cdef inline void _row_blocks(Blocks* bl, Py_ssize_t C) noexcept nogil:
     _add_block(bl, c0, C - c0)
 
 
-cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
+cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row, Py_ssize_t rows_b,
                       Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                       Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
                       RowTables* t, const int32_t* x_lo, const int32_t* x_hi,
@@ -649,9 +707,21 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
     cdef real_src wr[4]
     cdef float wl, wh
     cdef Blocks bl
+    cdef Ahead ahead
+    cdef Py_ssize_t sweep = 0
     cdef bint window = (real_src is float and real_acc is float and 8 <= C <= WINDOW_MAX_C)
+    ahead.base = NULL
+    ahead.lines = 0
+    ahead.q = 1
     if window:
         _row_blocks(&bl, C)
+    if Oz == 1 and Iz == 1:
+        # measured against no plan, interleaved, 2 threads, caches evicted: R1 bilinear
+        # 1.11-1.34x, R3 1.13-1.21x, R2 1.09-1.12x, R4 (the scatter) 1.09-1.12x; in the
+        # comparison command's order R1 1.01-1.06x, R4 1.03-1.08x; R4 in cache 0.91-0.93x
+        _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
+                    Ox * C * <Py_ssize_t>sizeof(real_src),
+                    (t.y_off[iy + 1] - t.y_off[iy]) * (bl.n if window else 1) * Ox)
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
@@ -664,9 +734,12 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                 # 1.1x; R3, C=21: 2.3x); from C=256 on (R4) the plain scatter's long channel
                 # loops are faster
                 if window:
-                    _window_row_f32(src, dst, Ox, Ix, C, &bl, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+                    _window_row_f32(src, dst, Ox, Ix, C, &bl, wr, nr, x_lo, x_hi, x_wlo, x_whi,
+                                    &ahead, sweep * bl.n * Ox)
+                    sweep = sweep + 1
                     continue
             for x in range(Ox):
+                prefetch_lines(ahead.base, ahead.lines, ahead.q, (sweep * Ox + x) * ahead.q)
                 s = src + x * C
                 wl = x_wlo[x]
                 wh = x_whi[x]
@@ -676,6 +749,7 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row,
                     _both_taps(dst + x_lo[x] * C, s, C, wr, nr, wl, wh)
                 else:
                     _two_taps(dst + x_lo[x] * C, dst + x_hi[x] * C, s, C, wr, nr, wl, wh)
+            sweep = sweep + 1
 
 
 # NCX (C == 1): a channel loop of length 1 costs more than its body, and one row's adds form
@@ -838,7 +912,7 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ss
             nr = _row_weights(t, gz, gy, wr)
             src = dy + c0 * out_plane + (t.z_src[gz] * Oy + t.y_src[gy]) * Ox
             interleave8(src, out_plane, sbuf, Ox, G)
-            _window_block8(sbuf, dbuf, Ox, Ix, 8, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+            _window_block8(sbuf, dbuf, Ox, Ix, 8, wr, nr, x_lo, x_hi, x_wlo, x_whi, NULL, 0)
     for k in range(G):
         for x in range(Ix):
             dx[(c0 + k) * in_plane + sp * Ix + x] = dbuf[x * 8 + k]
@@ -853,10 +927,14 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item, Py_ss
 cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
                                  Py_ssize_t C, Blocks* bl, const float* wr, Py_ssize_t nr,
                                  const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
-                                 const float* x_whi) noexcept nogil:
-    cdef Py_ssize_t k, c0
+                                 const float* x_whi, const Ahead* ah,
+                                 Py_ssize_t step0) noexcept nogil:
+    """One dy row's terms on one dx row, block by block; block k takes the plan's steps
+    step0 + k * Ox on."""
+    cdef Py_ssize_t k, c0, sk
     for k in range(bl.n):
         c0 = bl.c0[k]
+        sk = step0 + k * Ox
         # literal vector counts (and offsets for a full block of 32), so that each call
         # compiles without the nv tests in its loop: measured 5-8 % on I1 and R1
         if bl.nv[k] == 4 and bl.o3[k] == 24 and k == 0 and bl.n > 1:
@@ -867,27 +945,31 @@ cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py
             # NumPy's 16-byte offset, where the vector loads that straddle lines had done
             # much the same by accident
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24,
-                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 1)
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 1, ah, sk)
         elif bl.nv[k] == 4 and bl.o3[k] == 24:
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24,
-                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0)
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0, ah, sk)
         elif bl.nv[k] == 4:
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, bl.o1[k], bl.o2[k], bl.o3[k],
-                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0)
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0, ah, sk)
         elif bl.nv[k] == 3:
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 3, bl.o1[k], bl.o2[k], bl.o3[k],
-                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0)
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0, ah, sk)
         elif bl.nv[k] == 2:
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 2, bl.o1[k], bl.o2[k], bl.o3[k],
-                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0)
+                            wr, nr, x_lo, x_hi, x_wlo, x_whi, 0, ah, sk)
         else:
-            _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi)
+            _window_block8(src + c0, dst + c0, Ox, Ix, C, wr, nr, x_lo, x_hi, x_wlo, x_whi,
+                           ah, sk)
 
 
 cdef inline void _window_block8(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
                                 Py_ssize_t C, const float* wr, Py_ssize_t nr,
                                 const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
-                                const float* x_whi) noexcept nogil:
+                                const float* x_whi, const Ahead* ah,
+                                Py_ssize_t step0) noexcept nogil:
+    """The window on 8 channels; ``ah`` (or NULL): a prefetch plan, whose steps step0 on
+    are this sweep's."""
     cdef Py_ssize_t x, q, lo, cur = x_lo[0]
     cdef v8f a0, a1, s, v, wl, wh
     TFC_CHECK(0 <= cur < Ix)
@@ -906,6 +988,8 @@ cdef inline void _window_block8(const float* src, float* dst, Py_ssize_t Ox, Py_
                 a0 = load8(dst + lo * C)
             cur = lo
             a1 = load8(dst + (cur + 1) * C) if cur + 1 < Ix else splat8(0)
+        if ah != NULL:
+            prefetch_lines(ah.base, ah.lines, ah.q, (step0 + x) * ah.q)
         s = load8(src + x * C)
         wl = splat8(x_wlo[x])
         wh = splat8(x_whi[x])
@@ -947,10 +1031,11 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
                                  Py_ssize_t C, Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
                                  Py_ssize_t o3, const float* wr, Py_ssize_t nr,
                                  const int32_t* x_lo, const int32_t* x_hi, const float* x_wlo,
-                                 const float* x_whi, bint ahead) noexcept nogil:
+                                 const float* x_whi, bint ahead, const Ahead* ah,
+                                 Py_ssize_t step0) noexcept nogil:
     """_window_block8 on nv = 2..4 vectors at once, at channel offsets 0, o1, o2, o3 (up to
     eight independent chains of adds). ``ahead``: also prefetch the 128 bytes of the pixel that
-    follow the block (the first block of a wider row)."""
+    follow the block (the first block of a wider row). ``ah``, ``step0``: as in _window_block8."""
     cdef Py_ssize_t x, q, lo, cur = x_lo[0]
     cdef v8f zero = splat8(0)
     cdef v8f a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero
@@ -978,6 +1063,7 @@ cdef inline void _window_block32(const float* src, float* dst, Py_ssize_t Ox, Py
         wl = splat8(x_wlo[x])
         wh = splat8(x_whi[x])
         p = src + x * C
+        prefetch_lines(ah.base, ah.lines, ah.q, (step0 + x) * ah.q)
         if ahead:
             # the next block's lines of this pixel (C > 32). A prefetch is a hint that never
             # faults; on the last pixel of dy, p + 48 may point past its end (C < 64)
@@ -1132,17 +1218,20 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
                                 plo, phi, pwl, pwh)
         else:
             for row in prange(nrows, schedule='static', num_threads=num_threads):
-                _linear_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl, pwh)
+                _linear_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl,
+                            pwh)
     _raise_if_out_of_range("linear_backward")
 
 
 cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
-                                   Py_ssize_t C, const int32_t* x_idx) noexcept nogil:
+                                   Py_ssize_t C, const int32_t* x_idx, const Ahead* ah,
+                                   Py_ssize_t step0) noexcept nogil:
     """dst[x_idx[x]] += src[x] for x ascending, float32, 8 <= C: each run of x with one index
     loads and stores its dst element once per vector instead of once per x (R3's 8x: 8 adds per
     load and store). When C % 8 != 0 the last vector overlaps the one before it; it is loaded
     before and stored after every other vector of the element, with the same bits in the shared
-    lanes, since both add the same terms in the same order."""
+    lanes, since both add the same terms in the same order. ``ah``: a prefetch plan, one step
+    per x, whose steps step0 on are this row's."""
     cdef Py_ssize_t x0 = 0, x1, j, n, c, idx
     cdef bint tail = C % 8 != 0
     cdef v8f a, t = splat8(0)
@@ -1155,6 +1244,7 @@ cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, 
         while x1 < Ox and x_idx[x1] == idx:
             x1 += 1
         n = x1 - x0
+        prefetch_lines(ah.base, ah.lines, n * ah.q, (step0 + x0) * ah.q)
         s = src + x0 * C
         d = dst + idx * C
         if tail:
@@ -1182,7 +1272,7 @@ cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, 
         x0 = x1
 
 
-cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
+cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row, Py_ssize_t rows_b,
                        Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                        Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
                        RowTables* t, const int32_t* x_idx) noexcept nogil:
@@ -1193,7 +1283,16 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
     cdef nn_t* d
     cdef const nn_t* src
     cdef const nn_t* s
-    cdef Py_ssize_t gz, gy, x, c
+    cdef Py_ssize_t gz, gy, x, c, sweep = 0
+    cdef Ahead ahead
+    ahead.base = NULL
+    ahead.lines = 0
+    ahead.q = 1
+    if Oz == 1 and Iz == 1:
+        # as in _linear_row; measured in the comparison command's order: R4 1.13-1.18x, R1 and
+        # R3 (no dy row read twice) the same within the noise
+        _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
+                    Ox * C * <Py_ssize_t>sizeof(nn_t), (t.y_off[iy + 1] - t.y_off[iy]) * Ox)
     memset(dst, 0, Ix * C * sizeof(nn_t))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
@@ -1204,15 +1303,18 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
                 # 1.14-1.18x with dy in cache but 0.72-0.89x with dy out of it, where the
                 # scatter's one stream through dy reads faster
                 if 8 <= C <= WINDOW_MAX_C:
-                    _nearest_runs_f32(src, dst, Ox, Ix, C, x_idx)
+                    _nearest_runs_f32(src, dst, Ox, Ix, C, x_idx, &ahead, sweep * Ox)
+                    sweep = sweep + 1
                     continue
             for x in range(Ox):
+                prefetch_lines(ahead.base, ahead.lines, ahead.q, (sweep * Ox + x) * ahead.q)
                 TFC_CHECK(0 <= x_idx[x] < Ix)
                 s = src + x * C
                 d = dst + x_idx[x] * C
                 for c in range(C):
                     # unsigned arithmetic: integer sums wrap as TF's int8/int32 sums do
                     d[c] = <nn_t>(d[c] + s[c])
+            sweep = sweep + 1
 
 
 # float32, 8 <= C <= 64, at most GATHER_MAX_ROWS dy rows per dx row: a gather. Each dx element
@@ -1288,7 +1390,7 @@ cdef inline void _gather_block64(const float** rows, Py_ssize_t nrows, Py_ssize_
 
 
 cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
-                                  Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                                  Py_ssize_t rows_b, Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                                   Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
                                   RowTables* t, const int32_t* x_off) noexcept nogil:
     cdef Py_ssize_t b = row // (Iz * Iy)
@@ -1297,6 +1399,13 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
     cdef float* dst = dx + row * Ix * C
     cdef const float* rows[GATHER_MAX_ROWS]
     cdef Py_ssize_t nrows = 0, gz, gy, i, x0, n, c0, r, nv
+    cdef Ahead ahead
+    ahead.base = NULL
+    ahead.lines = 0
+    ahead.q = 1
+    if Oz == 1 and Iz == 1:
+        _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
+                    Ox * C * <Py_ssize_t>sizeof(float), Ix)
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
             TFC_CHECK(0 <= t.z_src[gz] < Oz and 0 <= t.y_src[gy] < Oy
@@ -1307,6 +1416,7 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
         x0 = x_off[i]
         n = x_off[i + 1] - x0
         TFC_CHECK(0 <= x0 and 0 <= n and x0 + n <= Ox)
+        prefetch_lines(ahead.base, ahead.lines, ahead.q, i * ahead.q)
         # blocks of 64 channels, then of 32; the last 1 to 31 as one block of up to four vectors whose
         # last one ends at C (it may overlap the vector before it, or the block before: every
         # store of a lane writes the same sum, and nothing here reads dx)
@@ -1377,12 +1487,13 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
             poff = &x_off[0]
             with nogil:
                 for row in prange(nrows, schedule='static', num_threads=num_threads):
-                    _nearest_gather_row_f32(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, poff)
+                    _nearest_gather_row_f32(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C,
+                                            &t, poff)
             _raise_if_out_of_range("nearest_backward")
             return
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
-            _nearest_row(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, pidx)
+            _nearest_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, pidx)
     _raise_if_out_of_range("nearest_backward")
 
 
