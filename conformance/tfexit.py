@@ -1,23 +1,23 @@
 """End a process that has run TensorFlow ops without running native exit handlers.
 
-TensorFlow 2.21's CPU build keeps a thread-local cache of oneDNN primitives
-(``tensorflow::LRUCache<MklPrimitive>``) in every thread that ran an op eagerly, and glibc
+History, and why this is now only a precaution. TensorFlow 2.21's CPU build keeps a
+thread-local cache of oneDNN primitives (``tensorflow::LRUCache<MklPrimitive>``), and glibc
 destroys the main thread's cache inside ``exit()``. That destructor segfaulted (or glibc
 aborted on a corrupt heap) in 9 of 90 runs of CI's bounds-checked test subset on the
-development VM, and once in CI (exit code 139). Every crash inspected came after all tests had
-passed and the summary was printed, in ``~dnnl_primitive_desc`` / ``~pd_t`` of a cached
-convolution primitive, called from ``__call_tls_dtors``. A core dump showed float32 values
-written over the descriptor's shared pointers: the heap had been corrupted while the suite ran.
-Our kernels ran clean under AddressSanitizer through the whole test suite (repeatedly),
-1,500 hypothesis examples per property and the full conformance grid, so we could not
-attribute the write to tfcompat; with tfcompat's output pool off (TFCOMPAT_POOL_MB=0) the
-crash still came, 2 of 40 runs; TF 2.21 has had reports of heap corruption in its oneDNN
-kernels (tensorflow/tensorflow#117700, #123109).
+development VM, and once in CI (exit code 139); a core dump showed float32 values written over
+a cached descriptor, 64 bytes apart. We could not find the writer then and suspected TF. It
+was ours: in the bounds-checked build a failed index check only set a flag for an
+``IndexError`` afterwards, and the test that provokes one on purpose
+(``tests/test_threads.py::test_bounds_checked_build_detects_a_bad_table``) let the kernel go on
+and add ones past the end of a 64-byte per-thread buffer (valgrind: invalid writes in
+``_window_block8`` from ``_linear_rows_c8_f32``). Normal builds skip that test, which is why
+AddressSanitizer runs of the suite were clean. Since 2026-11 a failed check aborts the process
+before the access; with a normal exit, CI's checked subset then ran clean 15 times of 15 (the
+old build crashed once in 15 in the same hour).
 
-The results are computed and reported before this point, so the harness and the tests leave
-with ``os._exit`` once TF is loaded: streams are flushed, C++ destructors and ``atexit``
-handlers are skipped. ``TFCOMPAT_NORMAL_EXIT=1`` restores the normal exit (to reproduce the
-crash, or under a leak checker).
+The harness and the tests still leave with ``os._exit`` once TF is loaded (streams flushed,
+C++ destructors and ``atexit`` handlers skipped), as a precaution: their results are reported
+by then. ``TFCOMPAT_NORMAL_EXIT=1`` restores the normal exit.
 """
 import os
 import sys

@@ -39,24 +39,30 @@ cdef extern from *:
 cdef extern from *:
     """
     /* Index checks for the bounds-checked debug build (TFCOMPAT_BOUNDSCHECK=1): the hot loops
-       use raw pointers, which Cython's boundscheck does not see. A failed check sets a flag
-       that the Python wrapper turns into an IndexError; normal builds compile them away. */
+       use raw pointers, which Cython's boundscheck does not see. A failed check prints the
+       condition and aborts the process before the access it guards: a kernel that went on
+       would write where it must not (until 2026-11 a failed check only set a flag for an
+       IndexError afterwards, and the test that provokes one wrote past a 64-byte buffer, the
+       heap corruption behind CI's crashes at exit). Normal builds compile the checks away. */
     #ifdef TFCOMPAT_CHECK_BOUNDS
-    static volatile int tfc_oob = 0;
-    #define TFC_CHECK(c) do { if (!(c)) tfc_oob = 1; } while (0)
+    #include <stdio.h>
+    #include <stdlib.h>
+    static void tfc_check_failed(const char *cond, const char *file, int line) {
+        fprintf(stderr, "tfcompat: index check failed: %s (%s:%d)\\n", cond, file, line);
+        fflush(stderr);
+        abort();
+    }
+    #define TFC_CHECK(c) do { if (!(c)) tfc_check_failed(#c, __FILE__, __LINE__); } while (0)
     #define TFC_CHECKS_ON 1
     #else
-    static volatile int tfc_oob = 0;
     #define TFC_CHECK(c) ((void)0)
     #define TFC_CHECKS_ON 0
     #endif
-    static int tfc_take_oob(void) { int v = tfc_oob; tfc_oob = 0; return v; }
     static volatile int tfc_nomem = 0;
     static void tfc_alloc_failed(void) { tfc_nomem = 1; }
     static int tfc_take_alloc_failed(void) { int v = tfc_nomem; tfc_nomem = 0; return v; }
     """
     void TFC_CHECK(bint) noexcept nogil
-    int tfc_take_oob() noexcept nogil
     void tfc_alloc_failed() noexcept nogil
     int tfc_take_alloc_failed() noexcept nogil
     int TFC_CHECKS_ON
@@ -195,11 +201,6 @@ cdef extern from *:
 def index_checks_enabled():
     """True in the bounds-checked debug build (TFCOMPAT_BOUNDSCHECK=1)."""
     return bool(TFC_CHECKS_ON)
-
-
-cdef inline void _raise_if_out_of_range(str kernel) except *:
-    if tfc_take_oob():
-        raise IndexError(f"{kernel}: a kernel index was out of range (bounds-checked build)")
 
 
 def openmp_enabled():
@@ -1209,7 +1210,6 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
                 free(dbuf)
             if tfc_take_alloc_failed():
                 raise MemoryError("linear_backward: no memory for the per-thread channel blocks")
-            _raise_if_out_of_range("linear_backward")
             return
     with nogil:
         if C == 1:
@@ -1220,7 +1220,6 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
             for row in prange(nrows, schedule='static', num_threads=num_threads):
                 _linear_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl,
                             pwh)
-    _raise_if_out_of_range("linear_backward")
 
 
 cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
@@ -1489,12 +1488,10 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
                 for row in prange(nrows, schedule='static', num_threads=num_threads):
                     _nearest_gather_row_f32(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C,
                                             &t, poff)
-            _raise_if_out_of_range("nearest_backward")
             return
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
             _nearest_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, pidx)
-    _raise_if_out_of_range("nearest_backward")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1659,7 +1656,6 @@ def col2im_nhwc(const real_acc[::1] cols, real_acc[::1] dx, Py_ssize_t N,
         for row in prange(nrows, schedule='static', num_threads=num_threads):
             _col2im_gather(pc, pdx + row * W * C, row // H, row % H, W, C, OH, OW, fw, ncol,
                            &tab, N * OH)
-    _raise_if_out_of_range("col2im_nhwc")
 
 
 cdef inline void _gemm_cols(const real_acc* dy, const real_acc* w2, real_acc* cols, int M, int K,
@@ -1753,7 +1749,6 @@ def conv_backward_per_image(const real_acc[::1] dy, const real_acc[::1] w2, real
                     _col2im_gather(ring, pdx + (n * H + iy) * W * C, 0, iy, W, C, OH, OW, fw, K,
                                    &tab, cap)
                 n = n + num_threads
-    _raise_if_out_of_range("conv_backward_per_image")
 
 
 def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, float[::1] work,
@@ -1806,7 +1801,6 @@ def conv_backward_per_image_16(const uint16_t[::1] dy, const float[::1] w2, floa
                     _col2im_gather(ring, rowbuf, 0, iy, W, C, OH, OW, fw, K, &tab, cap)
                     from_f32(rowbuf, pdx + (n * H + iy) * W * C, W * C, bfloat16)
                 n = n + num_threads
-    _raise_if_out_of_range("conv_backward_per_image_16")
 
 
 cpdef Py_ssize_t conv16_work_size(Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t OC, Py_ssize_t K,
