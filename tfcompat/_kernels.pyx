@@ -739,17 +739,30 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row, Py_ssize
                                     &ahead, sweep * bl.n * Ox)
                     sweep = sweep + 1
                     continue
-            for x in range(Ox):
+            x = 0
+            while x < Ox:
                 prefetch_lines(ahead.base, ahead.lines, ahead.q, (sweep * Ox + x) * ahead.q)
                 s = src + x * C
                 wl = x_wlo[x]
                 wh = x_whi[x]
                 TFC_CHECK(0 <= x_lo[x] < Ix and 0 <= x_hi[x] < Ix)
+                if (nr == 1 and x + 1 < Ox and x_lo[x] != x_hi[x] and x_lo[x + 1] == x_lo[x]
+                        and x_hi[x + 1] == x_hi[x]):
+                    # two pixels on the same pair of elements (every other pixel of a 2x
+                    # upsampling): one pass, one read-modify-write of each element for both;
+                    # measured 1.03-1.12x on R4 (C = 256)
+                    prefetch_lines(ahead.base, ahead.lines, ahead.q,
+                                   (sweep * Ox + x + 1) * ahead.q)
+                    _two_pixels(dst + x_lo[x] * C, dst + x_hi[x] * C, s, s + C, C, wr[0],
+                                wl, wh, x_wlo[x + 1], x_whi[x + 1])
+                    x = x + 2
+                    continue
                 if x_lo[x] == x_hi[x]:
                     # both x taps land on one element: one read-modify-write, terms in TF order
                     _both_taps(dst + x_lo[x] * C, s, C, wr, nr, wl, wh)
                 else:
                     _two_taps(dst + x_lo[x] * C, dst + x_hi[x] * C, s, C, wr, nr, wl, wh)
+                x = x + 1
             sweep = sweep + 1
 
 
@@ -1140,6 +1153,20 @@ cdef inline void _two_taps(real_acc* dl, real_acc* dh, const real_src* s, Py_ssi
                 v0 = s[c] * w0
                 dl[c] = dl[c] + <real_acc>(v0 * wl)
                 dh[c] = dh[c] + <real_acc>(v0 * wh)
+
+
+cdef inline void _two_pixels(real_acc* dl, real_acc* dh, const real_src* s1,
+                             const real_src* s2, Py_ssize_t C, real_src w, real_src wl1,
+                             real_src wh1, real_src wl2, real_src wh2) noexcept nogil:
+    """_two_taps for pixel s1, then for pixel s2, both with one y weight w and the same dl,
+    dh, in one pass: each element still gets s1's term, then s2's."""
+    cdef Py_ssize_t c
+    cdef real_src v1, v2
+    for c in range(C):
+        v1 = s1[c] * w
+        v2 = s2[c] * w
+        dl[c] = (dl[c] + <real_acc>(v1 * wl1)) + <real_acc>(v2 * wl2)
+        dh[c] = (dh[c] + <real_acc>(v1 * wh1)) + <real_acc>(v2 * wh2)
 
 
 cdef inline void _both_taps(real_acc* d, const real_src* s, Py_ssize_t C, real_src* wr,
