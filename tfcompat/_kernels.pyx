@@ -1256,18 +1256,49 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
                             pwh)
 
 
+cdef inline void _run_block(const float* s, float* d, Py_ssize_t n, Py_ssize_t C,
+                            Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
+                            Py_ssize_t o3) noexcept nogil:
+    """For the nv = 1..4 vectors of a block (at d, d + o1, d + o2, d + o3): d += the same
+    vector of pixels s, s + C, ..., s + (n - 1) * C, in that order, as nv chains that run side
+    by side (one chain at a time waited on its adds: R3's runs of 8 ran at 4 floats per ns)."""
+    cdef Py_ssize_t j
+    cdef v8f a0, a1 = splat8(0), a2 = splat8(0), a3 = splat8(0)
+    a0 = load8(d)
+    if nv > 1:
+        a1 = load8(d + o1)
+    if nv > 2:
+        a2 = load8(d + o2)
+    if nv > 3:
+        a3 = load8(d + o3)
+    for j in range(n):
+        a0 = a0 + load8(s)
+        if nv > 1:
+            a1 = a1 + load8(s + o1)
+        if nv > 2:
+            a2 = a2 + load8(s + o2)
+        if nv > 3:
+            a3 = a3 + load8(s + o3)
+        s = s + C
+    store8(d, a0)
+    if nv > 1:
+        store8(d + o1, a1)
+    if nv > 2:
+        store8(d + o2, a2)
+    if nv > 3:
+        store8(d + o3, a3)
+
+
 cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
-                                   Py_ssize_t C, const int32_t* x_idx, const Ahead* ah,
-                                   Py_ssize_t step0) noexcept nogil:
-    """dst[x_idx[x]] += src[x] for x ascending, float32, 8 <= C: each run of x with one index
-    loads and stores its dst element once per vector instead of once per x (R3's 8x: 8 adds per
-    load and store). When C % 8 != 0 the last vector overlaps the one before it; it is loaded
-    before and stored after every other vector of the element, with the same bits in the shared
-    lanes, since both add the same terms in the same order. ``ah``: a prefetch plan, one step
-    per x, whose steps step0 on are this row's."""
-    cdef Py_ssize_t x0 = 0, x1, j, n, c, idx
-    cdef bint tail = C % 8 != 0
-    cdef v8f a, t = splat8(0)
+                                   Py_ssize_t C, Blocks* bl, const int32_t* x_idx,
+                                   const Ahead* ah, Py_ssize_t step0) noexcept nogil:
+    """dst[x_idx[x]] += src[x] for x ascending, float32, 8 <= C <= 64 in the blocks of
+    _row_blocks: each run of x with one index loads and stores its dst element once per
+    vector instead of once per x (R3's 8x: 8 adds per load and store). When C % 8 != 0 the
+    last vector of a block overlaps the one before it; the shared lanes receive the same
+    terms in the same order, so both stores write the same bits. ``ah``: a prefetch plan, one
+    step per x, whose steps step0 on are this row's."""
+    cdef Py_ssize_t x0 = 0, x1, n, idx, k, c0
     cdef const float* s
     cdef float* d
     while x0 < Ox:
@@ -1280,28 +1311,19 @@ cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, 
         prefetch_lines(ah.base, ah.lines, n * ah.q, (step0 + x0) * ah.q)
         s = src + x0 * C
         d = dst + idx * C
-        if tail:
-            t = load8(d + C - 8)
-            for j in range(n):
-                t = t + load8(s + j * C + C - 8)
-        c = 0
-        if n == 1:
-            while c + 8 <= C:
-                store8(d + c, load8(d + c) + load8(s + c))
-                c += 8
-        elif n == 2:
-            while c + 8 <= C:
-                store8(d + c, (load8(d + c) + load8(s + c)) + load8(s + C + c))
-                c += 8
-        else:
-            while c + 8 <= C:
-                a = load8(d + c)
-                for j in range(n):
-                    a = a + load8(s + j * C + c)
-                store8(d + c, a)
-                c += 8
-        if tail:
-            store8(d + C - 8, t)
+        for k in range(bl.n):
+            c0 = bl.c0[k]
+            # literal vector counts, as in _window_row_f32
+            if bl.nv[k] == 4 and bl.o3[k] == 24:
+                _run_block(s + c0, d + c0, n, C, 4, 8, 16, 24)
+            elif bl.nv[k] == 4:
+                _run_block(s + c0, d + c0, n, C, 4, bl.o1[k], bl.o2[k], bl.o3[k])
+            elif bl.nv[k] == 3:
+                _run_block(s + c0, d + c0, n, C, 3, bl.o1[k], bl.o2[k], 0)
+            elif bl.nv[k] == 2:
+                _run_block(s + c0, d + c0, n, C, 2, bl.o1[k], 0, 0)
+            else:
+                _run_block(s + c0, d + c0, n, C, 1, 0, 0, 0)
         x0 = x1
 
 
@@ -1318,6 +1340,10 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row, Py_ssize_t rows
     cdef const nn_t* s
     cdef Py_ssize_t gz, gy, x, c, sweep = 0
     cdef Ahead ahead
+    cdef Blocks bl
+    if nn_t is float:
+        if 8 <= C <= WINDOW_MAX_C:
+            _row_blocks(&bl, C)
     ahead.base = NULL
     ahead.lines = 0
     ahead.q = 1
@@ -1336,7 +1362,7 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row, Py_ssize_t rows
                 # 1.14-1.18x with dy in cache but 0.72-0.89x with dy out of it, where the
                 # scatter's one stream through dy reads faster
                 if 8 <= C <= WINDOW_MAX_C:
-                    _nearest_runs_f32(src, dst, Ox, Ix, C, x_idx, &ahead, sweep * Ox)
+                    _nearest_runs_f32(src, dst, Ox, Ix, C, &bl, x_idx, &ahead, sweep * Ox)
                     sweep = sweep + 1
                     continue
             for x in range(Ox):
