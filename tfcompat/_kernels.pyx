@@ -1290,14 +1290,13 @@ cdef inline void _run_block(const float* s, float* d, Py_ssize_t n, Py_ssize_t C
 
 
 cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
-                                   Py_ssize_t C, Blocks* bl, const int32_t* x_idx,
-                                   const Ahead* ah, Py_ssize_t step0) noexcept nogil:
+                                   Py_ssize_t C, Blocks* bl,
+                                   const int32_t* x_idx) noexcept nogil:
     """dst[x_idx[x]] += src[x] for x ascending, float32, 8 <= C <= 64 in the blocks of
     _row_blocks: each run of x with one index loads and stores its dst element once per
     vector instead of once per x (R3's 8x: 8 adds per load and store). When C % 8 != 0 the
     last vector of a block overlaps the one before it; the shared lanes receive the same
-    terms in the same order, so both stores write the same bits. ``ah``: a prefetch plan, one
-    step per x, whose steps step0 on are this row's."""
+    terms in the same order, so both stores write the same bits."""
     cdef Py_ssize_t x0 = 0, x1, n, idx, k, c0
     cdef const float* s
     cdef float* d
@@ -1308,7 +1307,6 @@ cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, 
         while x1 < Ox and x_idx[x1] == idx:
             x1 += 1
         n = x1 - x0
-        prefetch_lines(ah.base, ah.lines, n * ah.q, (step0 + x0) * ah.q)
         s = src + x0 * C
         d = dst + idx * C
         for k in range(bl.n):
@@ -1341,15 +1339,17 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row, Py_ssize_t rows
     cdef Py_ssize_t gz, gy, x, c, sweep = 0
     cdef Ahead ahead
     cdef Blocks bl
-    if nn_t is float:
-        if 8 <= C <= WINDOW_MAX_C:
-            _row_blocks(&bl, C)
+    cdef bint runs = nn_t is float and 8 <= C <= WINDOW_MAX_C
+    if runs:
+        _row_blocks(&bl, C)
     ahead.base = NULL
     ahead.lines = 0
     ahead.q = 1
-    if Oz == 1 and Iz == 1:
-        # as in _linear_row; measured in the comparison command's order: R4 1.13-1.18x, R1 and
-        # R3 (no dy row read twice) the same within the noise
+    if Oz == 1 and Iz == 1 and not runs:
+        # as in _linear_row, for the scatter only: measured in the comparison command's
+        # order R4 (C = 256) 1.13-1.18x. A nearest row reads no dy row twice, so the next
+        # row's dy rows just continue this row's stream; with R3's runs (C = 21) the plan
+        # cost 0.70x single-threaded and 0.90x on two threads (caches evicted)
         _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
                     Ox * C * <Py_ssize_t>sizeof(nn_t), (t.y_off[iy + 1] - t.y_off[iy]) * Ox)
     memset(dst, 0, Ix * C * sizeof(nn_t))
@@ -1361,9 +1361,8 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row, Py_ssize_t rows
                 # measured: 1.1-1.5x on R1 and R3 (C = 64, 21); at C = 128 and 256 (R4)
                 # 1.14-1.18x with dy in cache but 0.72-0.89x with dy out of it, where the
                 # scatter's one stream through dy reads faster
-                if 8 <= C <= WINDOW_MAX_C:
-                    _nearest_runs_f32(src, dst, Ox, Ix, C, &bl, x_idx, &ahead, sweep * Ox)
-                    sweep = sweep + 1
+                if runs:
+                    _nearest_runs_f32(src, dst, Ox, Ix, C, &bl, x_idx)
                     continue
             for x in range(Ox):
                 prefetch_lines(ahead.base, ahead.lines, ahead.q, (sweep * Ox + x) * ahead.q)
