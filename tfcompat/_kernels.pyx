@@ -1448,7 +1448,7 @@ cdef inline void _gather_block64(const float** rows, Py_ssize_t nrows, Py_ssize_
 
 
 cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
-                                  Py_ssize_t rows_b, Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                                  Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                                   Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
                                   RowTables* t, const int32_t* x_off) noexcept nogil:
     cdef Py_ssize_t b = row // (Iz * Iy)
@@ -1457,13 +1457,6 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
     cdef float* dst = dx + row * Ix * C
     cdef const float* rows[GATHER_MAX_ROWS]
     cdef Py_ssize_t nrows = 0, gz, gy, i, x0, n, c0, r, nv
-    cdef Ahead ahead
-    ahead.base = NULL
-    ahead.lines = 0
-    ahead.q = 1
-    if Oz == 1 and Iz == 1:
-        _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
-                    Ox * C * <Py_ssize_t>sizeof(float), Ix)
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
             TFC_CHECK(0 <= t.z_src[gz] < Oz and 0 <= t.y_src[gy] < Oy
@@ -1474,7 +1467,6 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
         x0 = x_off[i]
         n = x_off[i + 1] - x0
         TFC_CHECK(0 <= x0 and 0 <= n and x0 + n <= Ox)
-        prefetch_lines(ahead.base, ahead.lines, ahead.q, i * ahead.q)
         # blocks of 64 channels, then of 32; the last 1 to 31 as one block of up to four vectors whose
         # last one ends at C (it may overlap the vector before it, or the block before: every
         # store of a lane writes the same sum, and nothing here reads dx)
@@ -1545,8 +1537,7 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
             poff = &x_off[0]
             with nogil:
                 for row in prange(nrows, schedule='static', num_threads=num_threads):
-                    _nearest_gather_row_f32(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C,
-                                            &t, poff)
+                    _nearest_gather_row_f32(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, poff)
             return
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
