@@ -1256,39 +1256,6 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
                             pwh)
 
 
-cdef inline void _run_block(const float* s, float* d, Py_ssize_t n, Py_ssize_t C,
-                            Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
-                            Py_ssize_t o3) noexcept nogil:
-    """For the nv = 1..4 vectors of a block (at d, d + o1, d + o2, d + o3): d += the same
-    vector of pixels s, s + C, ..., s + (n - 1) * C, in that order, as nv chains that run side
-    by side (one chain at a time waited on its adds: R3's runs of 8 ran at 4 floats per ns)."""
-    cdef Py_ssize_t j
-    cdef v8f a0, a1 = splat8(0), a2 = splat8(0), a3 = splat8(0)
-    a0 = load8(d)
-    if nv > 1:
-        a1 = load8(d + o1)
-    if nv > 2:
-        a2 = load8(d + o2)
-    if nv > 3:
-        a3 = load8(d + o3)
-    for j in range(n):
-        a0 = a0 + load8(s)
-        if nv > 1:
-            a1 = a1 + load8(s + o1)
-        if nv > 2:
-            a2 = a2 + load8(s + o2)
-        if nv > 3:
-            a3 = a3 + load8(s + o3)
-        s = s + C
-    store8(d, a0)
-    if nv > 1:
-        store8(d + o1, a1)
-    if nv > 2:
-        store8(d + o2, a2)
-    if nv > 3:
-        store8(d + o3, a3)
-
-
 cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
                                    Py_ssize_t C, Blocks* bl,
                                    const int32_t* x_idx) noexcept nogil:
@@ -1311,17 +1278,19 @@ cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, 
         d = dst + idx * C
         for k in range(bl.n):
             c0 = bl.c0[k]
-            # literal vector counts, as in _window_row_f32
+            # the block's vectors side by side (one dependent chain of adds at a time waited
+            # on its adds: R3's runs of 8 ran at 4 floats per ns), with literal vector counts
+            # as in _window_row_f32
             if bl.nv[k] == 4 and bl.o3[k] == 24:
-                _run_block(s + c0, d + c0, n, C, 4, 8, 16, 24)
+                _gather_block(&s, 1, 0, n, C, c0, d + c0, 4, 8, 16, 24, 1)
             elif bl.nv[k] == 4:
-                _run_block(s + c0, d + c0, n, C, 4, bl.o1[k], bl.o2[k], bl.o3[k])
+                _gather_block(&s, 1, 0, n, C, c0, d + c0, 4, bl.o1[k], bl.o2[k], bl.o3[k], 1)
             elif bl.nv[k] == 3:
-                _run_block(s + c0, d + c0, n, C, 3, bl.o1[k], bl.o2[k], 0)
+                _gather_block(&s, 1, 0, n, C, c0, d + c0, 3, bl.o1[k], bl.o2[k], 0, 1)
             elif bl.nv[k] == 2:
-                _run_block(s + c0, d + c0, n, C, 2, bl.o1[k], 0, 0)
+                _gather_block(&s, 1, 0, n, C, c0, d + c0, 2, bl.o1[k], 0, 0, 1)
             else:
-                _run_block(s + c0, d + c0, n, C, 1, 0, 0, 0)
+                _gather_block(&s, 1, 0, n, C, c0, d + c0, 1, 0, 0, 0, 1)
         x0 = x1
 
 
@@ -1390,12 +1359,21 @@ DEF GATHER_MAX_ROWS = 4
 cdef inline void _gather_block(const float** rows, Py_ssize_t nrows, Py_ssize_t x0,
                                Py_ssize_t n, Py_ssize_t C, Py_ssize_t c0, float* d,
                                Py_ssize_t nv, Py_ssize_t o1, Py_ssize_t o2,
-                               Py_ssize_t o3) noexcept nogil:
-    """d[0, o1, o2, o3 (nv vectors)] = the sum over the rows, then x0 .. x0 + n - 1, of the
-    vectors at channels c0, c0 + o1, c0 + o2, c0 + o3 of pixel x."""
+                               Py_ssize_t o3, bint onto) noexcept nogil:
+    """d[0, o1, o2, o3 (nv vectors)] = +0.0 (or, ``onto``, d's own values) plus the sum over
+    the rows, then x0 .. x0 + n - 1, of the vectors at channels c0, c0 + o1, c0 + o2, c0 + o3
+    of pixel x, in that order: nv chains of adds side by side."""
     cdef Py_ssize_t k, x
     cdef v8f a0 = splat8(0), a1 = splat8(0), a2 = splat8(0), a3 = splat8(0)
     cdef const float* p
+    if onto:
+        a0 = load8(d)
+        if nv > 1:
+            a1 = load8(d + o1)
+        if nv > 2:
+            a2 = load8(d + o2)
+        if nv > 3:
+            a3 = load8(d + o3)
     for k in range(nrows):
         p = rows[k] + x0 * C + c0
         for x in range(n):
@@ -1475,7 +1453,7 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
             _gather_block64(rows, nrows, x0, n, C, c0, dst + i * C + c0)
             c0 += 64
         while c0 + 32 <= C:
-            _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 4, 8, 16, 24)
+            _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 4, 8, 16, 24, 0)
             c0 += 32
         r = C - c0
         if r > 0:
@@ -1483,13 +1461,13 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
             c0 = C - 8 * nv if r < 8 else c0
             r = C - c0
             if nv == 1:
-                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 1, 0, 0, 0)
+                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 1, 0, 0, 0, 0)
             elif nv == 2:
-                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 2, r - 8, 0, 0)
+                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 2, r - 8, 0, 0, 0)
             elif nv == 3:
-                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 3, 8, r - 8, 0)
+                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 3, 8, r - 8, 0, 0)
             else:
-                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 4, 8, 16, r - 8)
+                _gather_block(rows, nrows, x0, n, C, c0, dst + i * C + c0, 4, 8, 16, r - 8, 0)
 
 
 cdef Py_ssize_t _most_per_entry(const int32_t[::1] off):
