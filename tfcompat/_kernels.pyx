@@ -630,17 +630,19 @@ cdef struct Ahead:
 
 
 cdef inline void _plan_ahead(Ahead* a, RowTables* t, const char* dy, Py_ssize_t b,
-                             Py_ssize_t iy, Py_ssize_t rows_b, Py_ssize_t Iy, Py_ssize_t Oy,
-                             Py_ssize_t row_bytes, Py_ssize_t steps) noexcept nogil:
-    """2-D: the dy rows of the next dx row (iy + 1, or row 0 of the next image) that this row
+                             Py_ssize_t iy, Py_ssize_t rows_b, Py_ssize_t Iz, Py_ssize_t Iy,
+                             Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t row_bytes,
+                             Py_ssize_t steps) noexcept nogil:
+    """2-D (Iz == Oz == 1; otherwise, or with no steps, an empty plan): the dy rows of the next dx row (iy + 1, or row 0 of the next image) that this row
     (b, iy) does not read, as a plan of ``steps`` steps. A row's dy rows ascend (TF's order),
     so they are the ones past this row's last. Without such a plan half the sweeps of an
     upsampling row wait on memory (the new rows) and the other half leave it idle (rows the
     row before already brought in). ``row_bytes``: the bytes of one dy row."""
     cdef Py_ssize_t r0, r1, nb = b, n0, n1
+    a.base = NULL
     a.lines = 0
     a.q = 1
-    if steps <= 0:
+    if steps <= 0 or Iz != 1 or Oz != 1:
         return
     if iy + 1 < Iy:
         n0 = t.y_off[iy + 1]
@@ -711,18 +713,14 @@ cdef void _linear_row(const real_src* dy, real_acc* dx, Py_ssize_t row, Py_ssize
     cdef Ahead ahead
     cdef Py_ssize_t sweep = 0
     cdef bint window = (real_src is float and real_acc is float and 8 <= C <= WINDOW_MAX_C)
-    ahead.base = NULL
-    ahead.lines = 0
-    ahead.q = 1
     if window:
         _row_blocks(&bl, C)
-    if Oz == 1 and Iz == 1:
-        # measured against no plan, interleaved, 2 threads, caches evicted: R1 bilinear
-        # 1.11-1.34x, R3 1.13-1.21x, R2 1.09-1.12x, R4 (the scatter) 1.09-1.12x; in the
-        # comparison command's order R1 1.01-1.06x, R4 1.03-1.08x; R4 in cache 0.91-0.93x
-        _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
-                    Ox * C * <Py_ssize_t>sizeof(real_src),
-                    (t.y_off[iy + 1] - t.y_off[iy]) * (bl.n if window else 1) * Ox)
+    # measured against no plan, interleaved, 2 threads, caches evicted: R1 bilinear 1.11-1.34x,
+    # R3 1.13-1.21x, R2 1.09-1.12x, R4 (the scatter) 1.09-1.12x; in the comparison command's
+    # order R1 1.01-1.06x, R4 1.03-1.08x; R4 in cache 0.91-0.93x
+    _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iz, Iy, Oz, Oy,
+                Ox * C * <Py_ssize_t>sizeof(real_src),
+                (t.y_off[iy + 1] - t.y_off[iy]) * (bl.n if window else 1) * Ox)
     memset(dst, 0, Ix * C * sizeof(real_acc))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         TFC_CHECK(0 <= t.z_src[gz] < Oz and 1 <= t.z_cnt[gz] <= 2)
@@ -962,7 +960,7 @@ cdef inline void _window_row_f32(const float* src, float* dst, Py_ssize_t Ox, Py
                             wr, nr, x_lo, x_hi, x_wlo, x_whi, 1, ah, sk)
         elif bl.nv[k] == 4 and bl.o3[k] == 24 and ah.lines == 0:
             # no plan (3-D: I1's rows of 32 channels): a copy without its arithmetic,
-            # which cost I1 3-6 %
+            # which cost I1 NXC 3-14 %
             _window_block32(src + c0, dst + c0, Ox, Ix, C, 4, 8, 16, 24,
                             wr, nr, x_lo, x_hi, x_wlo, x_whi, 0, NULL, 0)
         elif bl.nv[k] == 4 and bl.o3[k] == 24:
@@ -1311,16 +1309,13 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row, Py_ssize_t rows
     cdef bint runs = nn_t is float and 8 <= C <= WINDOW_MAX_C
     if runs:
         _row_blocks(&bl, C)
-    ahead.base = NULL
-    ahead.lines = 0
-    ahead.q = 1
-    if Oz == 1 and Iz == 1 and not runs:
-        # as in _linear_row, for the scatter only: measured in the comparison command's
-        # order R4 (C = 256) 1.13-1.18x. A nearest row reads no dy row twice, so the next
-        # row's dy rows just continue this row's stream; with R3's runs (C = 21) the plan
-        # cost 0.70x single-threaded and 0.90x on two threads (caches evicted)
-        _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iy, Oy,
-                    Ox * C * <Py_ssize_t>sizeof(nn_t), (t.y_off[iy + 1] - t.y_off[iy]) * Ox)
+    # as in _linear_row, for the scatter only (no steps for the runs): measured in the
+    # comparison command's order R4 (C = 256) 1.13-1.18x. A nearest row reads no dy row twice,
+    # so the next row's dy rows just continue this row's stream; with R3's runs (C = 21) the
+    # plan cost 0.70x single-threaded and 0.90x on two threads (caches evicted)
+    _plan_ahead(&ahead, t, <const char*>dy, b, iy, rows_b, Iz, Iy, Oz, Oy,
+                Ox * C * <Py_ssize_t>sizeof(nn_t),
+                0 if runs else (t.y_off[iy + 1] - t.y_off[iy]) * Ox)
     memset(dst, 0, Ix * C * sizeof(nn_t))
     for gz in range(t.z_off[iz], t.z_off[iz + 1]):
         for gy in range(t.y_off[iy], t.y_off[iy + 1]):
