@@ -1,10 +1,22 @@
 """Policy for the four resize-type kernels.
 
 Each parser turns the tfjs-style ``inputs``/``attrs`` of one kernel into a
-:class:`ResampleProblem`: the validated ``dy``, the layout, and one :class:`Axis` per spatial
-axis naming the coordinate rule. Backends only compute; everything that can fail is here.
+:class:`ResampleProblem`: the validated ``dy`` and its :class:`ResampleLayout` (batch, channels,
+layout, dtypes, and one :class:`Axis` per spatial axis naming the coordinate rule). Backends
+only compute; everything that can fail is here.
+
+Every check but the conversions of the inputs themselves depends on shapes, dtypes and
+attributes alone, so it runs in a function cached on them (``_*_layout``): a training loop that
+calls with the same shapes on every step validates once. (ResizeGrad's ``scales`` are an input
+that shapes its axes; its parser runs in full on every call.) A failed check raises on every call
+(``functools.lru_cache`` never stores an exception). Measured: the Python side of an R4-sized
+ResizeBilinearGrad call (SPEC.md 7) took 65 us of 290 in the comparison command's order, where
+TensorFlow and PyTorch run between our calls and leave the interpreter's caches cold, and
+20 us back to back; the parsing and checks were more than half of it.
 """
+import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,10 +49,26 @@ class Axis:
         return self.rule in LINEAR_RULES
 
 
+class ArrayMeta(NamedTuple):
+    """The shape and dtype of an array: all that the checks read, and hashable."""
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+
+def _meta(arr):
+    return ArrayMeta(arr.shape, arr.dtype)
+
+
 @dataclass(frozen=True)
-class ResampleProblem:
+class ResampleLayout:
+    """Everything about a validated call except dy's values. Hashable, so that backends can
+    cache what they derive from it."""
     kernel: str
-    dy: np.ndarray          # validated; any strides; dtype checked
+    dy_dtype: np.dtype
     batch: int
     channels: int
     channels_last: bool
@@ -51,25 +79,46 @@ class ResampleProblem:
     def linear(self):
         return self.axes[0].linear
 
-    @property
+    @functools.cached_property
     def out_shape(self):
         spatial = tuple(a.in_size for a in self.axes)
         if self.channels_last:
             return (self.batch,) + spatial + (self.channels,)
         return (self.batch, self.channels) + spatial
 
-    @property
+    @functools.cached_property
     def compute_dtype(self):
         """float64 when dy or the output is float64, else float32 (integers: their own)."""
-        if self.dy.dtype.kind in "iu":
-            return self.dy.dtype
-        if ck.FLOAT64 in (self.dy.dtype, self.out_dtype):
+        if self.dy_dtype.kind in "iu":
+            return self.dy_dtype
+        if ck.FLOAT64 in (self.dy_dtype, self.out_dtype):
             return ck.FLOAT64
         return ck.FLOAT32
 
     @property
     def empty(self):
         return self.batch == 0 or self.channels == 0
+
+
+class ResampleProblem:
+    """A validated call: ``dy`` (any strides, dtype checked) and its :class:`ResampleLayout`,
+    whose fields it also answers for."""
+    __slots__ = ("dy", "layout")
+
+    def __init__(self, dy, layout):
+        self.dy = dy
+        self.layout = layout
+
+    kernel = property(lambda self: self.layout.kernel)
+    batch = property(lambda self: self.layout.batch)
+    channels = property(lambda self: self.layout.channels)
+    channels_last = property(lambda self: self.layout.channels_last)
+    axes = property(lambda self: self.layout.axes)
+    out_dtype = property(lambda self: self.layout.out_dtype)
+    linear = property(lambda self: self.layout.linear)
+    out_shape = property(lambda self: self.layout.out_shape)
+    compute_dtype = property(lambda self: self.layout.compute_dtype)
+    empty = property(lambda self: self.layout.empty)
 
 
 def _spatial(shape, channels_last):
@@ -113,6 +162,12 @@ def _tf_pair_problem(kernel, inputs, attrs, nearest):
     img_shape, img_dtype = _shape_of(ck.get_input(inputs, "images", kernel), "images")
     align = ck.as_bool(attrs.get("alignCorners", False), "alignCorners")
     half = ck.as_bool(attrs.get("halfPixelCenters", False), "halfPixelCenters")
+    return ResampleProblem(dy, _tf_pair_layout(kernel, _meta(dy), img_shape, img_dtype, align,
+                                               half, nearest))
+
+
+@functools.lru_cache(maxsize=256)
+def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
     ck.check_rank(dy, "dy", 4, "[batch, height, width, channels]")
     if len(img_shape) != 4:
         raise ValueError(f"images: got shape {img_shape} (rank {len(img_shape)}); expected rank 4 "
@@ -139,7 +194,8 @@ def _tf_pair_problem(kernel, inputs, attrs, nearest):
     ck.check_size(img_shape, "images", max(np.dtype(img_dtype).itemsize, 4))
     axes = tuple(Axis(int(i), int(o), rule) for i, o in zip(img_shape[1:3], dy.shape[1:3]))
     out_dtype = dy.dtype if nearest else img_dtype
-    return ResampleProblem(kernel, dy, int(dy.shape[0]), int(dy.shape[3]), True, axes, out_dtype)
+    return ResampleLayout(kernel, dy.dtype, int(dy.shape[0]), int(dy.shape[3]), True, axes,
+                          out_dtype)
 
 
 def resize_bilinear_grad_problem(inputs, attrs):
@@ -171,6 +227,30 @@ def interpolate_backward_problem(inputs, attrs):
     transform = ck.choice(attrs.get("coordinate_transformation_mode", "half_pixel"),
                           "coordinate_transformation_mode", INTERP_TRANSFORMS)
     data_format = ck.choice(attrs.get("data_format", "NXC"), "data_format", ("NXC", "NCX"))
+    layout = _interpolate_layout(_meta(diff_dst), src_shape, src_dtype, mode, transform,
+                                 data_format)
+    # sizes and scales only describe the resized shape (SPEC.md 4): checked against it last
+    in_sp = tuple(a.in_size for a in layout.axes)
+    out_sp = _spatial(diff_dst.shape, layout.channels_last)
+    sizes = inputs.get("sizes") if inputs.get("sizes") is not None else attrs.get("sizes")
+    scales = attrs.get("scales")
+    if sizes is not None:
+        sizes = ck.as_int_tuple(sizes, "sizes", (len(in_sp),))
+        if sizes != tuple(out_sp):
+            raise ValueError(f"sizes: got {list(sizes)}; expected the spatial shape of diff_dst "
+                             f"{list(out_sp)}")
+    elif scales is not None:
+        scales = ck.as_float_tuple(scales, "scales", len(in_sp))
+        want = tuple(int(np.floor(i * s)) for i, s in zip(in_sp, scales))
+        if want != tuple(out_sp):
+            raise ValueError(f"scales: got {list(scales)}, giving resized spatial shape "
+                             f"{list(want)} = floor(src_size * scale); diff_dst's is {list(out_sp)}")
+    return ResampleProblem(diff_dst, layout)
+
+
+@functools.lru_cache(maxsize=256)
+def _interpolate_layout(diff_dst, src_shape, src_dtype, mode, transform, data_format):
+    kernel = INTERPOLATE_BACKWARD
     channels_last = data_format == "NXC"
     ck.check_dtype(diff_dst, "diff_dst", _INTERP_DTYPES)
     if src_dtype != diff_dst.dtype:
@@ -190,25 +270,11 @@ def interpolate_backward_problem(inputs, attrs):
     ck.check_size(src_shape, "src", max(np.dtype(src_dtype).itemsize, 4))
     in_sp = _spatial(src_shape, channels_last)
     out_sp = _spatial(diff_dst.shape, channels_last)
-    nsp = len(in_sp)
-    sizes = inputs.get("sizes") if inputs.get("sizes") is not None else attrs.get("sizes")
-    scales = attrs.get("scales")
-    if sizes is not None:
-        sizes = ck.as_int_tuple(sizes, "sizes", (nsp,))
-        if sizes != tuple(out_sp):
-            raise ValueError(f"sizes: got {list(sizes)}; expected the spatial shape of diff_dst "
-                             f"{list(out_sp)}")
-    elif scales is not None:
-        scales = ck.as_float_tuple(scales, "scales", nsp)
-        want = tuple(int(np.floor(i * s)) for i, s in zip(in_sp, scales))
-        if want != tuple(out_sp):
-            raise ValueError(f"scales: got {list(scales)}, giving resized spatial shape "
-                             f"{list(want)} = floor(src_size * scale); diff_dst's is {list(out_sp)}")
     table = _INTERP_NEAREST_RULE if mode == "nearest" else _INTERP_LINEAR_RULE
     axes = tuple(Axis(int(i), int(o), table[transform]) for i, o in zip(in_sp, out_sp))
     c = diff_dst.shape[-1] if channels_last else diff_dst.shape[1]
-    return ResampleProblem(kernel, diff_dst, int(diff_dst.shape[0]), int(c), channels_last, axes,
-                           src_dtype)
+    return ResampleLayout(kernel, diff_dst.dtype, int(diff_dst.shape[0]), int(c), channels_last,
+                          axes, src_dtype)
 
 
 _ORT_DTYPES = (ck.FLOAT16, ck.FLOAT32, ck.FLOAT64)
@@ -248,7 +314,8 @@ def resize_grad_problem(inputs, attrs):
     rule = LIN_ORT_ALIGN if transform == "align_corners" else LIN_ORT_HALF
     axes = tuple(Axis(int(i), int(o), rule, float(s))
                  for i, o, s in zip(x_shape[2:], dy.shape[2:], ort_scales))
-    return ResampleProblem(kernel, dy, int(dy.shape[0]), int(dy.shape[1]), False, axes, x_dtype)
+    return ResampleProblem(dy, ResampleLayout(kernel, dy.dtype, int(dy.shape[0]),
+                                              int(dy.shape[1]), False, axes, x_dtype))
 
 
 PARSERS = {

@@ -3,9 +3,12 @@
 Each function maps its arguments onto the registry's tfjs-style ``inputs``/``attrs`` and calls
 the kernel of the chosen backend, so a backend registered by a user works here too.
 """
+import functools
+
 import numpy as np
 
 from . import _checks as ck, _conv
+from ._resample import ArrayMeta
 from .registry import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                        RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, get_backend, get_kernel)
 
@@ -50,15 +53,23 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
     """
     g = ck.as_array(grads, "grads")
     sz = ck.as_int_tuple(size, "size", (2,))
-    ck.check_rank(g, "grads", 4, "[batch, height, width, channels]")
-    if min(sz) < 1:
-        raise ValueError(f"size: got {list(sz)}; spatial dimension {sz.index(min(sz))} is "
-                         f"{min(sz)}, expected >= 1")
-    shape = (g.shape[0], sz[0], sz[1], g.shape[3])
-    ck.check_size(shape, "images", max(g.dtype.itemsize, 4))
-    images = np.broadcast_to(np.zeros((), dtype=g.dtype), shape)  # shape and dtype only
+    images = _nearest_images(g.shape, g.dtype, sz)
     return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend, {"dy": g, "images": images},
                 {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})
+
+
+@functools.lru_cache(maxsize=64)
+def _nearest_images(grads_shape, dtype, size):
+    """The registry's ``images`` input for ``size``: a read-only array of zeros with no memory
+    of its own (only its shape and dtype are used), after the checks that name ``size``.
+    Cached on its arguments, as the parsers' checks are (see tfcompat/_resample.py)."""
+    ck.check_rank(ArrayMeta(grads_shape, dtype), "grads", 4, "[batch, height, width, channels]")
+    if min(size) < 1:
+        raise ValueError(f"size: got {list(size)}; spatial dimension {size.index(min(size))} is "
+                         f"{min(size)}, expected >= 1")
+    shape = (grads_shape[0], size[0], size[1], grads_shape[3])
+    ck.check_size(shape, "images", max(dtype.itemsize, 4))
+    return np.broadcast_to(np.zeros((), dtype=dtype), shape)
 
 
 def conv2d_backprop_input(input_sizes, filter, out_backprop, *, strides, padding,

@@ -2,6 +2,7 @@
 tables; one call into ``tfcompat._kernels`` does the arithmetic."""
 import functools
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -107,22 +108,67 @@ def round_to(dx, dtype, nthreads):
     return out
 
 
-def _kernel_buffers(problem, nthreads):
-    """dy as the kernel's source type (C-contiguous, flat) and the matching dx dtype."""
-    dy = problem.dy
-    if dy.dtype == np.int8:
-        return np.ascontiguousarray(dy).view(np.uint8).reshape(-1), np.uint8
-    if dy.dtype == np.int32:
-        return np.ascontiguousarray(dy).view(np.uint32).reshape(-1), np.uint32
-    if dy.dtype == np.uint8:
-        return np.ascontiguousarray(dy).reshape(-1), np.uint8
-    src = ck.FLOAT64 if dy.dtype == ck.FLOAT64 else ck.FLOAT32
-    acc = problem.compute_dtype
-    if not problem.linear:
-        src = acc  # nearest sums in the type it reads
-    if src == _F32 and _half_kind(dy.dtype) is not None:
-        return to_float32(dy, nthreads).reshape(-1), acc
-    return np.ascontiguousarray(dy, dtype=src).reshape(-1), acc
+# integer nearest grads are summed as unsigned integers of the same width: the sums wrap as TF's
+_UNSIGNED = {np.dtype(np.int8): np.dtype(np.uint8), np.dtype(np.uint8): np.dtype(np.uint8),
+             np.dtype(np.int32): np.dtype(np.uint32)}
+
+
+def _kernel_buffers(problem, plan, nthreads):
+    """dy as the kernel reads it: C-contiguous, flat, of the plan's source type."""
+    if plan.widen_half:
+        return to_float32(problem.dy, nthreads).reshape(-1)
+    return np.ascontiguousarray(problem.dy, plan.copy_dtype).view(plan.src_dtype).reshape(-1)
+
+
+def _padded_axes(layout):
+    """The layout's axes padded to 3-D at the front (None: the trivial axis)."""
+    return (None,) * (3 - len(layout.axes)) + tuple(layout.axes)
+
+
+def _tables(axes):
+    """The kernel's table arguments for 3-D ``axes``: z and y gather tables, x forward map;
+    a nearest call passes only the tables' index arrays."""
+    z_tab = _TRIVIAL if axes[0] is None else gather_table(axes[0])
+    y_tab = _TRIVIAL if axes[1] is None else gather_table(axes[1])
+    x_map = forward_map(axes[2])
+    if axes[2].linear:
+        return z_tab + y_tab + x_map
+    return z_tab[:2] + y_tab[:2] + x_map
+
+
+class _Plan(NamedTuple):
+    sizes: tuple        # the kernel's (rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C)
+    tables: tuple       # its table arguments; None when an axis is too large to keep them
+    copy_dtype: np.dtype    # dy's C-contiguous copy (when it is not already one)...
+    src_dtype: np.dtype     # ...viewed as the type the kernel reads
+    widen_half: bool        # float16/bfloat16 dy: widened to float32 by to_float32 instead
+    acc_dtype: np.dtype     # dx as the kernel writes it
+    dx_size: int
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(layout):
+    """What ``resample`` derives from a layout: sizes, tables (see axis_tables for which are
+    kept) and dtypes. Cached per layout, so a repeated call only looks it up."""
+    axes = _padded_axes(layout)
+    in3 = tuple(1 if a is None else a.in_size for a in axes)
+    out3 = tuple(1 if a is None else a.out_size for a in axes)
+    if layout.channels_last:
+        rows_b, C = layout.batch, layout.channels
+    else:
+        rows_b, C = layout.batch * layout.channels, 1
+    keep = all(a is None or _cacheable(a) for a in axes)
+    dt = layout.dy_dtype
+    if dt in _UNSIGNED:
+        copy, src = dt, _UNSIGNED[dt]
+        acc = src
+    else:
+        acc = layout.compute_dtype
+        # a linear resize reads float32 or float64 grads; a nearest one sums in the type it reads
+        copy = src = (ck.FLOAT64 if dt == ck.FLOAT64 else ck.FLOAT32) if layout.linear else acc
+    widen = src == _F32 and _half_kind(dt) is not None
+    return _Plan((rows_b,) + in3 + out3 + (C,), _tables(axes) if keep else None, copy, src,
+                 widen, acc, rows_b * in3[0] * in3[1] * in3[2] * C)
 
 
 def resample(problem, num_threads=None):
@@ -130,23 +176,14 @@ def resample(problem, num_threads=None):
     if problem.empty:
         return np.zeros(out_shape, dtype=problem.out_dtype)
     nthreads = get_num_threads() if num_threads is None else num_threads
-    axes = (None,) * (3 - len(problem.axes)) + tuple(problem.axes)
-    in3 = [1 if a is None else a.in_size for a in axes]
-    out3 = [1 if a is None else a.out_size for a in axes]
-    if problem.channels_last:
-        rows_b, C = problem.batch, problem.channels
-    else:
-        rows_b, C = problem.batch * problem.channels, 1
-    z_tab = _TRIVIAL if axes[0] is None else gather_table(axes[0])
-    y_tab = _TRIVIAL if axes[1] is None else gather_table(axes[1])
-    x_map = forward_map(axes[2])
-    dy, acc = _kernel_buffers(problem, nthreads)
-    dx = _memory.empty(rows_b * in3[0] * in3[1] * in3[2] * C, acc)
+    plan = _plan(problem.layout)
+    tables = plan.tables if plan.tables is not None else _tables(_padded_axes(problem.layout))
+    dy = _kernel_buffers(problem, plan, nthreads)
+    dx = _memory.empty(plan.dx_size, plan.acc_dtype)
     if problem.linear:
-        _kernels.linear_backward(dy, dx, rows_b, *in3, *out3, C, *z_tab, *y_tab, *x_map, nthreads)
+        _kernels.linear_backward(dy, dx, *plan.sizes, *tables, nthreads)
     else:
-        _kernels.nearest_backward(dy, dx, rows_b, *in3, *out3, C, z_tab[0], z_tab[1],
-                                  y_tab[0], y_tab[1], x_map[0], nthreads)
+        _kernels.nearest_backward(dy, dx, *plan.sizes, *tables, nthreads)
     dx = dx.reshape(out_shape)
     if problem.dy.dtype.kind in "iu":
         return dx.view(problem.dy.dtype)
