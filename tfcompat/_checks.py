@@ -68,17 +68,24 @@ def as_int(value, name):
 
 def as_int_tuple(value, name, lengths=None):
     """A sequence of ints (a list, tuple or 1-D integer array)."""
+    if type(value) in (tuple, list) and all(type(v) is int for v in value):
+        out = tuple(value)  # the common case: nothing to convert
+    else:
+        out = _convert_ints(value, name)
+    if lengths is not None and len(out) not in lengths:
+        want = " or ".join(str(n) for n in lengths)
+        raise ValueError(f"{name}: got {list(out)} ({len(out)} values); expected {want} values")
+    return out
+
+
+def _convert_ints(value, name):
     if value is None or isinstance(value, (str, bytes)):
         raise TypeError(f"{name}: got {value!r}; expected a sequence of ints")
     try:
         items = list(np.asarray(value).reshape(-1)) if hasattr(value, "__array__") else list(value)
     except TypeError:
         raise TypeError(f"{name}: got {value!r}; expected a sequence of ints") from None
-    out = tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(items))
-    if lengths is not None and len(out) not in lengths:
-        want = " or ".join(str(n) for n in lengths)
-        raise ValueError(f"{name}: got {list(out)} ({len(out)} values); expected {want} values")
-    return out
+    return tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(items))
 
 
 def as_float_tuple(value, name, length):
@@ -106,8 +113,9 @@ def choice(value, name, allowed):
 
 
 def check_attrs(attrs, name, known):
-    unknown = sorted(set(attrs) - set(known))
+    unknown = set(attrs).difference(known)
     if unknown:
+        unknown = sorted(unknown)
         raise ValueError(f"{name}: unknown attribute(s) {unknown}; expected some of {sorted(known)}")
 
 

@@ -144,6 +144,8 @@ def _check_batch_channels(dy, img_shape, dy_name, img_name, channels_last):
 
 def _shape_of(value, name):
     """The forward input is used for its shape and dtype only: accept anything with both."""
+    if type(value) is np.ndarray:
+        return value.shape, value.dtype
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         try:
             shape = tuple(int(d) for d in value.shape)
