@@ -12,9 +12,15 @@ import tfcompat as T
 from tfcompat import _resample as rs
 from tfcompat.backends import cython_backend as cb
 from tfcompat.backends import numpy_backend as nb
-from conftest import assert_bitwise
+from conftest import assert_bitwise, assert_close
 
 f32 = np.float32
+
+
+def _assert_matches_reference(p):
+    """The cython backend against the float64 NumPy reference, with SPEC.md 6's metric."""
+    scale = nb.resample(rs.ResampleProblem(np.abs(p.dy), p.layout))
+    assert_close(cb.resample(p), nb.resample(p), scale, p.out_dtype)
 
 
 def test_repeated_call_reuses_its_layout_and_plan():
@@ -30,7 +36,7 @@ def test_repeated_call_reuses_its_layout_and_plan():
     assert cb._plan(pa.layout) is cb._plan(pb.layout)
     # the same layout, each call with its own values: equal to the independent reference
     for p in (pa, pb):
-        np.testing.assert_allclose(cb.resample(p), nb.resample(p), rtol=1e-6, atol=1e-6)
+        _assert_matches_reference(p)
 
 
 def test_cached_layout_answers_like_a_fresh_one():
@@ -127,3 +133,19 @@ def test_nearest_placeholder_image_is_read_only_and_holds_no_data():
     assert images.shape == (2, 3, 2, 3) and images.dtype == f32
     assert not images.flags.writeable and images.strides == (0, 0, 0, 0)
     assert not images.any()
+
+
+def test_plans_keep_only_small_tables():
+    """Plans are cached (256 layouts) beyond the axis-table cache's bound (64 axes), so they keep
+    tables of at most _PLAN_TABLE_BYTES; larger ones come from the axis cache on every call."""
+    rng = np.random.default_rng(1)
+    dy = rng.standard_normal((1, 3, 9000, 2)).astype(f32)
+    img = np.zeros((1, 2, 4500, 2), f32)
+    attrs = {"halfPixelCenters": True}
+    big = rs.resize_bilinear_grad_problem({"dy": dy, "images": img}, attrs)
+    assert cb._plan(big.layout).tables is None
+    _assert_matches_reference(big)
+    small = rs.resize_bilinear_grad_problem({"dy": dy[:, :, :40], "images": img[:, :, :20]}, attrs)
+    tables = cb._plan(small.layout).tables
+    assert tables is not None and sum(t.nbytes for t in tables) <= cb._PLAN_TABLE_BYTES
+    _assert_matches_reference(small)

@@ -136,9 +136,14 @@ def _tables(axes):
     return z_tab[:2] + y_tab[:2] + x_map
 
 
+# A plan keeps its tables when they are this small: 256 plans then hold at most 16 MiB of
+# tables, where larger tables (up to ~1 MiB an axis) stay bounded by the axis cache (64 axes).
+_PLAN_TABLE_BYTES = 64 << 10
+
+
 class _Plan(NamedTuple):
     sizes: tuple        # the kernel's (rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C)
-    tables: tuple       # its table arguments; None when an axis is too large to keep them
+    tables: tuple       # its table arguments; None when larger than _PLAN_TABLE_BYTES
     copy_dtype: np.dtype    # dy's C-contiguous copy (when it is not already one)...
     src_dtype: np.dtype     # ...viewed as the type the kernel reads
     widen_half: bool        # float16/bfloat16 dy: widened to float32 by to_float32 instead
@@ -148,8 +153,8 @@ class _Plan(NamedTuple):
 
 @functools.lru_cache(maxsize=256)
 def _plan(layout):
-    """What ``resample`` derives from a layout: sizes, tables (see axis_tables for which are
-    kept) and dtypes. Cached per layout, so a repeated call only looks it up."""
+    """What ``resample`` derives from a layout: sizes, small tables and dtypes. Cached per
+    layout, so a repeated call only looks it up."""
     axes = _padded_axes(layout)
     in3 = tuple(1 if a is None else a.in_size for a in axes)
     out3 = tuple(1 if a is None else a.out_size for a in axes)
@@ -157,7 +162,9 @@ def _plan(layout):
         rows_b, C = layout.batch, layout.channels
     else:
         rows_b, C = layout.batch * layout.channels, 1
-    keep = all(a is None or _cacheable(a) for a in axes)
+    tables = _tables(axes) if all(a is None or _cacheable(a) for a in axes) else None
+    if tables is not None and sum(t.nbytes for t in tables) > _PLAN_TABLE_BYTES:
+        tables = None
     dt = layout.dy_dtype
     if dt in _UNSIGNED:
         copy, src = dt, _UNSIGNED[dt]
@@ -167,8 +174,8 @@ def _plan(layout):
         # a linear resize reads float32 or float64 grads; a nearest one sums in the type it reads
         copy = src = (ck.FLOAT64 if dt == ck.FLOAT64 else ck.FLOAT32) if layout.linear else acc
     widen = src == _F32 and _half_kind(dt) is not None
-    return _Plan((rows_b,) + in3 + out3 + (C,), _tables(axes) if keep else None, copy, src,
-                 widen, acc, rows_b * in3[0] * in3[1] * in3[2] * C)
+    return _Plan((rows_b,) + in3 + out3 + (C,), tables, copy, src, widen, acc,
+                 rows_b * in3[0] * in3[1] * in3[2] * C)
 
 
 def resample(problem, num_threads=None):
