@@ -1213,15 +1213,19 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
     t.z_w0 = &z_w0[0]; t.z_w1 = &z_w1[0]
     t.y_off = &y_off[0]; t.y_src = &y_src[0]; t.y_cnt = &y_cnt[0]
     t.y_w0 = &y_w0[0]; t.y_w1 = &y_w1[0]
-    cdef Py_ssize_t row, nrows = rows_b * Iz * Iy
-    cdef const real_src* pdy = &dy[0]
-    cdef real_acc* pdx = &dx[0]
-    cdef const int32_t* plo = &x_lo[0]
-    cdef const int32_t* phi = &x_hi[0]
-    cdef const float* pwl = &x_wlo[0]
-    cdef const float* pwh = &x_whi[0]
-    TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
+    TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == rows_b * Iz * Iy * Ix * C)
     TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_lo.shape[0] == Ox)
+    _linear_run(&dy[0], &dx[0], rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, &x_lo[0], &x_hi[0],
+                &x_wlo[0], &x_whi[0], num_threads)
+
+
+cdef int _linear_run(const real_src* pdy, real_acc* pdx, Py_ssize_t rows_b,
+                     Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                     Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C, RowTables* t,
+                     const int32_t* plo, const int32_t* phi, const float* pwl, const float* pwh,
+                     int num_threads) except -1:
+    """linear_backward on pointers: its caller has checked the sizes against the tables."""
+    cdef Py_ssize_t row, nrows = rows_b * Iz * Iy
     # NCX: channel groups of 8 (float32, through the window) or C1_GROUP, times the rows
     cdef Py_ssize_t group = 8 if (real_src is float and real_acc is float) else C1_GROUP
     cdef Py_ssize_t items = ((rows_b + group - 1) // group) * Iz * Iy
@@ -1234,7 +1238,7 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
                 dbuf = <float*>malloc(Ix * 8 * sizeof(float))
                 if sbuf != NULL and dbuf != NULL:
                     for row in prange(items, schedule='static'):
-                        _linear_rows_c8_f32(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, &t,
+                        _linear_rows_c8_f32(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, t,
                                             plo, phi, pwl, pwh, sbuf, dbuf)
                 else:
                     tfc_alloc_failed()
@@ -1242,16 +1246,17 @@ def linear_backward(const real_src[::1] dy, real_acc[::1] dx, Py_ssize_t rows_b,
                 free(dbuf)
             if tfc_take_alloc_failed():
                 raise MemoryError("linear_backward: no memory for the per-thread channel blocks")
-            return
+            return 0
     with nogil:
         if C == 1:
             for row in prange(items, schedule='static', num_threads=num_threads):
-                _linear_rows_c1(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, &t,
+                _linear_rows_c1(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, t,
                                 plo, phi, pwl, pwh)
         else:
             for row in prange(nrows, schedule='static', num_threads=num_threads):
-                _linear_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, plo, phi, pwl,
+                _linear_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, t, plo, phi, pwl,
                             pwh)
+    return 0
 
 
 cdef inline void _nearest_runs_f32(const float* src, float* dst, Py_ssize_t Ox, Py_ssize_t Ix,
@@ -1481,6 +1486,19 @@ cdef bint _non_decreasing(const int32_t[::1] a):
     return True
 
 
+cdef object _gather_offsets(Py_ssize_t C, Py_ssize_t Ix, const int32_t[::1] z_off,
+                            const int32_t[::1] y_off, const int32_t[::1] x_idx):
+    """For the float32 gather: the run of dx column i is x_off[i] <= x < x_off[i + 1] (an int32
+    array of Ix + 1), or None where the gather does not apply. The gather needs each dx column's
+    x to be contiguous: x_idx never decreases for the maps nearest_axis_map builds, and the check
+    keeps that an assumption no caller can break."""
+    if (8 <= C <= WINDOW_MAX_C
+            and _most_per_entry(z_off) * _most_per_entry(y_off) <= GATHER_MAX_ROWS
+            and _non_decreasing(x_idx)):
+        return np.searchsorted(np.asarray(x_idx), np.arange(Ix + 1)).astype(np.int32)
+    return None
+
+
 def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
                      Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
                      Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C,
@@ -1491,30 +1509,224 @@ def nearest_backward(const nn_t[::1] dy, nn_t[::1] dx, Py_ssize_t rows_b,
     cdef RowTables t
     t.z_off = &z_off[0]; t.z_src = &z_src[0]
     t.y_off = &y_off[0]; t.y_src = &y_src[0]
-    cdef Py_ssize_t row, nrows = rows_b * Iz * Iy
-    cdef const nn_t* pdy = &dy[0]
-    cdef nn_t* pdx = &dx[0]
-    cdef const int32_t* pidx = &x_idx[0]
-    TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == nrows * Ix * C)
+    TFC_CHECK(dy.shape[0] == rows_b * Oz * Oy * Ox * C and dx.shape[0] == rows_b * Iz * Iy * Ix * C)
     TFC_CHECK(z_off.shape[0] == Iz + 1 and y_off.shape[0] == Iy + 1 and x_idx.shape[0] == Ox)
     cdef int32_t[::1] x_off
-    cdef const int32_t* poff
+    cdef const int32_t* poff = NULL
     if nn_t is float:
-        # the gather needs each dx column's x to be contiguous: x_idx never decreases for the
-        # maps nearest_axis_map builds, and the check keeps that an assumption no caller can break
-        if (8 <= C <= WINDOW_MAX_C
-                and _most_per_entry(z_off) * _most_per_entry(y_off) <= GATHER_MAX_ROWS
-                and _non_decreasing(x_idx)):
-            # the run of dx column i: x_off[i] <= x < x_off[i + 1]
-            x_off = np.searchsorted(np.asarray(x_idx), np.arange(Ix + 1)).astype(np.int32)
+        gather = _gather_offsets(C, Ix, z_off, y_off, x_idx)
+        if gather is not None:
+            x_off = gather
             poff = &x_off[0]
+    _nearest_run(&dy[0], &dx[0], rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, &x_idx[0], poff,
+                 num_threads)
+
+
+cdef void _nearest_run(const nn_t* pdy, nn_t* pdx, Py_ssize_t rows_b,
+                       Py_ssize_t Iz, Py_ssize_t Iy, Py_ssize_t Ix,
+                       Py_ssize_t Oz, Py_ssize_t Oy, Py_ssize_t Ox, Py_ssize_t C, RowTables* t,
+                       const int32_t* pidx, const int32_t* poff, int num_threads) noexcept:
+    """nearest_backward on pointers: ``poff`` is _gather_offsets' table (float32 only) or NULL;
+    its caller has checked the sizes against the tables."""
+    cdef Py_ssize_t row, nrows = rows_b * Iz * Iy
+    if nn_t is float:
+        if poff != NULL:
             with nogil:
                 for row in prange(nrows, schedule='static', num_threads=num_threads):
-                    _nearest_gather_row_f32(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, poff)
+                    _nearest_gather_row_f32(pdy, pdx, row, Iz, Iy, Ix, Oz, Oy, Ox, C, t, poff)
             return
     with nogil:
         for row in prange(nrows, schedule='static', num_threads=num_threads):
-            _nearest_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, &t, pidx)
+            _nearest_row(pdy, pdx, row, rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, t, pidx)
+
+
+# ---------------------------------------------------------------------------------------
+# A prepared call: one layout's kernel, run with no Python-level work per call
+# ---------------------------------------------------------------------------------------
+# Why: in the comparison command's order (TF and PyTorch run between our calls and leave the
+# interpreter's caches cold) the Python layers between a functional call and the kernel, the
+# fused-type dispatch of linear_backward/nearest_backward, their 16-20 memoryview arguments and
+# the gather table built on each call cost 80-100 us of a 0.24 ms R4 nearest call (SPEC.md 7).
+cdef enum:
+    RUN_LINEAR_F32_F32, RUN_LINEAR_F32_F64, RUN_LINEAR_F64_F32, RUN_LINEAR_F64_F64
+    RUN_NEAREST_F32, RUN_NEAREST_F64, RUN_NEAREST_U8, RUN_NEAREST_U32
+
+_RUN_KINDS = {
+    (True, "float32", "float32"): RUN_LINEAR_F32_F32,
+    (True, "float32", "float64"): RUN_LINEAR_F32_F64,
+    (True, "float64", "float32"): RUN_LINEAR_F64_F32,
+    (True, "float64", "float64"): RUN_LINEAR_F64_F64,
+    (False, "float32", "float32"): RUN_NEAREST_F32,
+    (False, "float64", "float64"): RUN_NEAREST_F64,
+    (False, "uint8", "uint8"): RUN_NEAREST_U8,
+    (False, "uint32", "uint32"): RUN_NEAREST_U32,
+}
+
+
+cdef class Resampler:
+    """One layout's resampling backward, prepared once: the kernel's sizes, its tables (kept
+    here, read through C pointers), the float32 gather's column runs, dy's dtype and dx's shape
+    and dtype. ``run(dy, num_threads)`` checks dy, allocates dx from the output pool and calls
+    the kernel. The tables are the ones linear_backward/nearest_backward take, built and
+    proven in range by the same code (tfcompat/backends/cython_backend.py).
+
+    ``src``/``acc`` are the types the kernel reads and sums in; ``dy_dtype`` and ``out_dtype``
+    are the caller's, of the same item sizes (int8 and int32 are summed as uint8 and uint32,
+    whose sums wrap as TF's do)."""
+    cdef readonly bint linear
+    cdef int kind, dy_type, dx_type, ndim
+    cdef Py_ssize_t rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C, dy_size
+    cdef cnp.npy_intp dims[5]
+    cdef RowTables t
+    cdef const int32_t* x0      # x_lo (linear) or x_idx (nearest)
+    cdef const int32_t* x1      # x_hi (linear)
+    cdef const float* w0        # x_wlo (linear)
+    cdef const float* w1        # x_whi (linear)
+    cdef const int32_t* poff    # the float32 gather's column runs, or NULL
+    cdef object keep
+
+    def __init__(self, bint linear, sizes, tables, src_dtype, acc_dtype, dy_dtype, out_shape,
+                 out_dtype):
+        src_dtype, acc_dtype = np.dtype(src_dtype), np.dtype(acc_dtype)
+        dy_dtype, out_dtype = np.dtype(dy_dtype), np.dtype(out_dtype)
+        key = (bool(linear), src_dtype.name, acc_dtype.name)
+        if key not in _RUN_KINDS:
+            raise ValueError(f"Resampler: no kernel for {key}")
+        if dy_dtype.itemsize != src_dtype.itemsize or out_dtype.itemsize != acc_dtype.itemsize:
+            raise ValueError(f"Resampler: dy {dy_dtype} / dx {out_dtype} do not have the item "
+                             f"sizes of the kernel's {src_dtype} / {acc_dtype}")
+        if not (dy_dtype.isnative and out_dtype.isnative):
+            raise ValueError("Resampler: dy and dx must be of native byte order")
+        self.linear = linear
+        self.kind = _RUN_KINDS[key]
+        self.dy_type = dy_dtype.num
+        self.dx_type = out_dtype.num
+        self.rows_b, self.Iz, self.Iy, self.Ix, self.Oz, self.Oy, self.Ox, self.C = sizes
+        out_shape = tuple(out_shape)
+        if not 1 <= len(out_shape) <= 5:
+            raise ValueError(f"Resampler: out_shape {out_shape} has more than 5 axes")
+        self.ndim = len(out_shape)
+        cdef Py_ssize_t i, dx_size = 1
+        for i in range(self.ndim):
+            self.dims[i] = out_shape[i]
+            dx_size *= out_shape[i]
+        self.dy_size = self.rows_b * self.Oz * self.Oy * self.Ox * self.C
+        if dx_size != self.rows_b * self.Iz * self.Iy * self.Ix * self.C or dx_size < 1 \
+                or self.dy_size < 1:
+            raise ValueError(f"Resampler: out_shape {out_shape} does not match sizes {sizes}")
+        self.keep = tuple(tables)
+        n_tables = 14 if linear else 5
+        if len(self.keep) != n_tables:
+            raise ValueError(f"Resampler: got {len(self.keep)} tables, expected {n_tables}")
+        self._bind(self.keep)
+
+    cdef _bind(self, tuple tab):
+        cdef const int32_t[::1] z_off, z_src, z_cnt, y_off, y_src, y_cnt, xa, xb
+        cdef const float[::1] z_w0, z_w1, y_w0, y_w1, wa, wb
+        cdef const int32_t[::1] x_off
+        if self.linear:
+            z_off, z_src, z_cnt, z_w0, z_w1, y_off, y_src, y_cnt, y_w0, y_w1, xa, xb, wa, wb = tab
+            self.t.z_cnt = &z_cnt[0]; self.t.z_w0 = &z_w0[0]; self.t.z_w1 = &z_w1[0]
+            self.t.y_cnt = &y_cnt[0]; self.t.y_w0 = &y_w0[0]; self.t.y_w1 = &y_w1[0]
+            self.x1 = &xb[0]; self.w0 = &wa[0]; self.w1 = &wb[0]
+            if not (xb.shape[0] == wa.shape[0] == wb.shape[0] == self.Ox):
+                raise ValueError("Resampler: the x tables do not have Ox entries")
+        else:
+            z_off, z_src, y_off, y_src, xa = tab
+            if self.kind == RUN_NEAREST_F32:
+                gather = _gather_offsets(self.C, self.Ix, z_off, y_off, xa)
+                if gather is not None:
+                    self.keep = self.keep + (gather,)
+                    x_off = gather
+                    self.poff = &x_off[0]
+        if not (z_off.shape[0] == self.Iz + 1 and y_off.shape[0] == self.Iy + 1
+                and xa.shape[0] == self.Ox):
+            raise ValueError("Resampler: the tables do not match the sizes")
+        self.t.z_off = &z_off[0]; self.t.z_src = &z_src[0]
+        self.t.y_off = &y_off[0]; self.t.y_src = &y_src[0]
+        self.x0 = &xa[0]
+
+    def run(self, dy, int num_threads):
+        """dx for ``dy``, or None when dy is not an aligned, C-contiguous, native-order ndarray
+        of this layout's dtype and size (the caller then takes the general path)."""
+        if type(dy) is not np.ndarray:
+            return None
+        cdef cnp.ndarray a = <cnp.ndarray>dy
+        if (cnp.PyArray_TYPE(a) != self.dy_type or cnp.PyArray_SIZE(a) != self.dy_size
+                or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISALIGNED(a)
+                or not cnp.PyArray_ISNOTSWAPPED(a)):
+            return None
+        old = PyDataMem_SetHandler(_POOL_HANDLER)
+        try:
+            dx = cnp.PyArray_EMPTY(self.ndim, self.dims, self.dx_type, 0)
+        finally:
+            PyDataMem_SetHandler(old)
+        self._run(cnp.PyArray_DATA(a), cnp.PyArray_DATA(<cnp.ndarray>dx), num_threads)
+        return dx
+
+    cdef int _run(self, const void* s, void* d, int nt) except -1:
+        cdef RowTables* t = &self.t
+        k = self.kind
+        if k == RUN_LINEAR_F32_F32:
+            _linear_run(<const float*>s, <float*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
+                        self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
+        elif k == RUN_LINEAR_F32_F64:
+            _linear_run(<const float*>s, <double*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
+                        self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
+        elif k == RUN_LINEAR_F64_F32:
+            _linear_run(<const double*>s, <float*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
+                        self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
+        elif k == RUN_LINEAR_F64_F64:
+            _linear_run(<const double*>s, <double*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
+                        self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
+        elif k == RUN_NEAREST_F32:
+            _nearest_run(<const float*>s, <float*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
+                         self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.poff, nt)
+        elif k == RUN_NEAREST_F64:
+            _nearest_run(<const double*>s, <double*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
+                         self.Oz, self.Oy, self.Ox, self.C, t, self.x0, NULL, nt)
+        elif k == RUN_NEAREST_U8:
+            _nearest_run(<const unsigned char*>s, <unsigned char*>d, self.rows_b, self.Iz,
+                         self.Iy, self.Ix, self.Oz, self.Oy, self.Ox, self.C, t, self.x0, NULL, nt)
+        else:
+            _nearest_run(<const unsigned int*>s, <unsigned int*>d, self.rows_b, self.Iz,
+                         self.Iy, self.Ix, self.Oz, self.Oy, self.Ox, self.C, t, self.x0, NULL, nt)
+        return 0
+
+
+def tf_pair_key(inputs, attrs):
+    """The cache key of a ResizeBilinearGrad / ResizeNearestNeighborGrad registry call:
+    (dy's type number and shape, images' type number and shape, alignCorners,
+    halfPixelCenters), or None for a call that is not made of a dict of two native-order
+    ndarrays and a dict of at most those two attributes as Python bools. Everything the
+    parser checks is in the key, so a key that once passed the checks passes them again."""
+    if type(inputs) is not dict or type(attrs) is not dict:
+        return None
+    dy = (<dict>inputs).get("dy")
+    img = (<dict>inputs).get("images")
+    if type(dy) is not np.ndarray or type(img) is not np.ndarray:
+        return None
+    if not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>dy) or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>img):
+        return None
+    align = (<dict>attrs).get("alignCorners", False)
+    half = (<dict>attrs).get("halfPixelCenters", False)
+    if (align is not True and align is not False) or (half is not True and half is not False):
+        return None
+    if ("alignCorners" in <dict>attrs) + ("halfPixelCenters" in <dict>attrs) != len(<dict>attrs):
+        return None
+    return (cnp.PyArray_TYPE(<cnp.ndarray>dy), dy.shape, cnp.PyArray_TYPE(<cnp.ndarray>img),
+            img.shape, align, half)
+
+
+def tf_pair_cached(dict cache, inputs, attrs, int num_threads):
+    """dx from the Resampler ``cache`` holds for this call's tf_pair_key, or None."""
+    key = tf_pair_key(inputs, attrs)
+    if key is None:
+        return None
+    r = cache.get(key)
+    if r is None:
+        return None
+    return (<Resampler>r).run((<dict>inputs)["dy"], num_threads)
 
 
 # ---------------------------------------------------------------------------------------
