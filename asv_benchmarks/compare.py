@@ -1,11 +1,12 @@
 """Side-by-side timings of tfcompat against TensorFlow (and PyTorch where installed).
 
     python -m asv_benchmarks.compare [resize|interp|conv|all] [--repeat 7] [--threads 2]
-                                     [--dtypes float32,float16,...] [--json out.json]
-                                     [--plot out.png] [--markdown]
+                                     [--warmup 0.1] [--dtypes float32,float16,...]
+                                     [--json out.json] [--plot out.png] [--markdown]
 
 One process; for every workload the implementations are called in turn (interleaved), after
-two warm-up calls each, and each gets the median of ``--repeat`` runs. Printed per workload:
+two warm-up calls each and ``--warmup`` seconds of interleaved rounds, and each gets the median
+of ``--repeat`` runs. Printed per workload:
 medians, ratios (TF time / ours, torch time / ours: above 1 means we are faster), our effective
 bandwidth as a percentage of a NumPy copy (resize ops: (|dy| + |dx|) bytes / time) or our
 GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, a
@@ -34,10 +35,14 @@ from . import impls as I
 from .shapes import CONV, INTERP, RESIZE
 
 
-def _median_interleaved(funcs, repeat):
+def _median_interleaved(funcs, repeat, warmup=0.0):
     for f in funcs.values():
         f()
         f()
+    end = time.perf_counter() + warmup
+    while time.perf_counter() < end:  # interleaved warm-up rounds (see WARMUP_S)
+        for f in funcs.values():
+            f()
     times = {k: [] for k in funcs}
     for _ in range(repeat):
         for k, f in funcs.items():
@@ -86,7 +91,18 @@ def extra_memory(fn):
     return max(0, peak - np.asarray(out).nbytes)
 
 
-def run(which, repeat, threads, dtypes):
+# Before the timed runs of a row, its implementations run in turn for this long. The row's
+# probes leave the machine idle or single-threaded for ~0.15 s, and on the 2-core VM every
+# implementation then starts slow and speeds up over ~10 ms (measured 2026-11-24, R4 nearest:
+# ours 0.24-0.32 -> 0.14-0.16 ms, TF 0.71-0.95 -> 0.49-0.53, over 8-10 rounds; the same after a
+# 0.2 s sleep, and not in a row that follows another without a gap). Seven runs right after
+# two warm-up calls each caught that ramp; a training loop does not see it. Three alternating
+# runs of `compare resize`: R4 nearest TF/ours 2.66-3.20 with --warmup 0, 3.16-3.61 with 0.1;
+# the other rows moved within their run-to-run noise, TF's and ours alike.
+WARMUP_S = 0.1
+
+
+def run(which, repeat, threads, dtypes, warmup=WARMUP_S):
     import tfcompat
     tfcompat.set_num_threads(threads)
     rng = np.random.default_rng(0)
@@ -99,7 +115,7 @@ def run(which, repeat, threads, dtypes):
         copy = copy_bytes / _median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
         # the floor takes its turn after the others, so it meets the caches as they leave them
         floor = I.floor_probe(dy_nbytes, nbytes - dy_nbytes, threads)
-        t = _median_interleaved(dict(funcs, floor=floor), repeat)
+        t = _median_interleaved(dict(funcs, floor=floor), repeat, warmup)
         copies.append(copy)
         rows.append(_row(name, "float32", t, funcs, gbs=nbytes / t["tfcompat"] / 1e9, copy=copy))
 
@@ -120,14 +136,14 @@ def run(which, repeat, threads, dtypes):
                 funcs, flops = I.make_conv(sid, dt, threads, rng)
                 mm = mm_flops / _median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
                 time.sleep(0.3)  # OpenBLAS threads spin ~2**28 cycles after a call; let them sleep
-                t = _median_interleaved(funcs, repeat)
+                t = _median_interleaved(funcs, repeat, warmup)
                 mms.append(mm)
                 rows.append(_row(f"{sid} conv", dt, t, funcs, gflops=flops / t["tfcompat"] / 1e9,
                                  mm=mm))
     copy_gbs = float(np.median(copies)) if copies else copy_bandwidth_once(copy_fn, copy_bytes)
     mm = float(np.median(mms)) if mms else None
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "threads": threads,
-            "repeat": repeat, "copy_GBps": round(copy_gbs, 1),
+            "repeat": repeat, "warmup_s": warmup, "copy_GBps": round(copy_gbs, 1),
             "matmul_GFLOPs": None if mm is None else round(mm, 1), "numpy": np.__version__}
     tf = I.tf_module()
     meta["tensorflow"] = getattr(tf, "__version__", None)
@@ -223,6 +239,9 @@ def main(argv=None):
     ap.add_argument("which", nargs="?", default="all", choices=("resize", "interp", "conv", "all"))
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=float, default=WARMUP_S,
+                    help="seconds of interleaved warm-up rounds before each row's timed runs "
+                         f"(default {WARMUP_S}; 0: two warm-up calls each only)")
     ap.add_argument("--dtypes", default="float32",
                     help="conv dtypes, comma separated (float32,float16,bfloat16,float64)")
     ap.add_argument("--json")
@@ -231,10 +250,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.repeat < 7:
         print("note: fewer than 7 repeats", file=sys.stderr)
-    rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","))
+    rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","), args.warmup)
     print(f"# {meta['machine']}, {meta['cpus']} CPUs, {meta['threads']} threads, median of "
-          f"{meta['repeat']} interleaved runs (the NumPy copy and matmul are timed before each "
-          f"row; medians over rows: copy {meta['copy_GBps']} GB/s"
+          f"{meta['repeat']} interleaved runs after {meta['warmup_s']} s of interleaved warm-up "
+          f"(the NumPy copy and matmul are timed before each row; medians over rows: copy {meta['copy_GBps']} GB/s"
           + (f", float32 matmul {meta['matmul_GFLOPs']} GFLOP/s" if meta["matmul_GFLOPs"] else "")
           + f"); TF {meta['tensorflow']}, torch {meta['torch']}")
     print(table(rows, args.markdown))

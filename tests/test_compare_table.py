@@ -56,3 +56,19 @@ def test_stream_floor_reads_and_writes_every_float():
             assert (du[k * nd // chunks:(k + 1) * nd // chunks] == want).all()
     with pytest.raises(ValueError, match="chunks: got 38"):
         kernels.stream_floor(np.ones(100, np.float32), np.ones(37, np.float32), 38, 2)
+
+
+def test_warm_up_rounds_are_interleaved_and_untimed():
+    """Two calls each, then whole rounds in turn for the warm-up time, then ``repeat`` timed
+    rounds: every implementation is called the same number of times, in the same order."""
+    calls = []
+    funcs = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
+    times = compare._median_interleaved(funcs, 3, warmup=0.01)
+    assert sorted(times) == ["a", "b", "c"]
+    assert calls[:6] == ["a", "a", "b", "b", "c", "c"]
+    rest = calls[6:]
+    assert len(rest) % 3 == 0 and rest == ["a", "b", "c"] * (len(rest) // 3)
+    assert len(rest) // 3 > 3  # warm-up rounds ran before the 3 timed ones
+    calls.clear()
+    compare._median_interleaved(funcs, 3)  # no warm-up time: 2 calls each, then 3 rounds
+    assert calls == ["a", "a", "b", "b", "c", "c"] + ["a", "b", "c"] * 3
