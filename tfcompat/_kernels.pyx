@@ -1548,13 +1548,14 @@ cdef void _nearest_run(const nn_t* pdy, nn_t* pdx, Py_ssize_t rows_b,
 # fused-type dispatch of linear_backward/nearest_backward, their 16-20 memoryview arguments and
 # the gather table built on each call cost 80-100 us of a 0.24 ms R4 nearest call (SPEC.md 7).
 cdef enum:
-    RUN_LINEAR_F32_F32, RUN_LINEAR_F32_F64, RUN_LINEAR_F64_F32, RUN_LINEAR_F64_F64
+    RUN_LINEAR_F32_F32, RUN_LINEAR_F32_F64, RUN_LINEAR_F64_F64
     RUN_NEAREST_F32, RUN_NEAREST_F64, RUN_NEAREST_U8, RUN_NEAREST_U32
 
+# (linear, the type the kernel reads, the type it sums in): the combinations _plan builds
+# (float64 grads always sum in float64)
 _RUN_KINDS = {
     (True, "float32", "float32"): RUN_LINEAR_F32_F32,
     (True, "float32", "float64"): RUN_LINEAR_F32_F64,
-    (True, "float64", "float32"): RUN_LINEAR_F64_F32,
     (True, "float64", "float64"): RUN_LINEAR_F64_F64,
     (False, "float32", "float32"): RUN_NEAREST_F32,
     (False, "float64", "float64"): RUN_NEAREST_F64,
@@ -1672,9 +1673,6 @@ cdef class Resampler:
                         self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
         elif k == RUN_LINEAR_F32_F64:
             _linear_run(<const float*>s, <double*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
-                        self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
-        elif k == RUN_LINEAR_F64_F32:
-            _linear_run(<const double*>s, <float*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
                         self.Oz, self.Oy, self.Ox, self.C, t, self.x0, self.x1, self.w0, self.w1, nt)
         elif k == RUN_LINEAR_F64_F64:
             _linear_run(<const double*>s, <double*>d, self.rows_b, self.Iz, self.Iy, self.Ix,
