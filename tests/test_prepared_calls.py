@@ -235,3 +235,93 @@ def test_functional_calls_reach_the_prepared_kernel():
     a = T.resize_nearest_neighbor_grad(dy, [4, 3])
     assert len(nearest) == 1
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, (4, 3)), a)
+
+
+def test_functional_nearest_sizes_are_checked_every_call():
+    """resize_nearest_neighbor_grad remembers the images of (ndarray grads, two int sizes)
+    calls that passed the checks; a size the checks reject must still be rejected after a
+    call with the same values passed, and other array-likes still work."""
+    from tfcompat import api
+    dy = np.ones((1, 4, 4, 8), f32)
+    api._known_images.clear()
+    want = T.resize_nearest_neighbor_grad(dy, [2, 2], backend="numpy")
+    assert_bitwise(T.resize_nearest_neighbor_grad(dy, [2, 2]), want)
+    assert len(api._known_images) == 1
+    # every dx element gets 4 ones (each 2x2 block of dy lands on one pixel)
+    assert_bitwise(want, np.full((1, 2, 2, 8), 4.0, f32))
+    with pytest.raises(TypeError, match=r"size\[0\]"):
+        T.resize_nearest_neighbor_grad(dy, [2.5, 2])
+    with pytest.raises(TypeError, match=r"size\[1\]"):
+        T.resize_nearest_neighbor_grad(dy, (2, True))
+    with pytest.raises(ValueError, match="size"):
+        T.resize_nearest_neighbor_grad(dy, [2, 2, 1])
+    with pytest.raises(ValueError, match="size"):
+        T.resize_nearest_neighbor_grad(dy, [0, 2])
+    with pytest.raises(ValueError, match="grads"):
+        T.resize_nearest_neighbor_grad(dy[0], [2, 2])
+    # not ndarray grads / not int sizes: the checks' conversions, the same result
+    assert_bitwise(T.resize_nearest_neighbor_grad(dy.tolist(), [2, 2]), want.astype(f64))
+    assert_bitwise(T.resize_nearest_neighbor_grad(dy, np.array([2, 2])), want)
+    assert_bitwise(T.resize_nearest_neighbor_grad(dy, [np.int64(2), 2]), want)
+    assert_bitwise(T.resize_nearest_neighbor_grad(dy, [2.0, 2]), want)  # integral floats pass
+    assert len(api._known_images) == 1
+    # another dtype is another key, checked on its own
+    with pytest.raises(TypeError, match="grads"):
+        T.resize_nearest_neighbor_grad(dy.astype(np.complex64), [2, 2])
+    for w in range(1, 100):
+        T.resize_nearest_neighbor_grad(dy, [2, w])
+        assert len(api._known_images) <= 64
+
+
+def test_functional_calls_follow_the_registry():
+    """backend=None runs the default backend's registered kernel_func, through
+    set_backend, a replacement registered with overwrite=True and its removal."""
+    dy = np.ones((1, 2, 2, 1), f32)
+    img = np.zeros((1, 1, 1, 1), f32)
+    seen = []
+
+    def mine(inputs, attrs):
+        seen.append(attrs)
+        return np.full((1, 1, 1, 1), 7.0, f32)
+
+    assert T.resize_bilinear_grad(dy, img)[0, 0, 0, 0] == 4.0
+    T.register_kernel(T.KernelConfig("ResizeBilinearGrad", "mine", mine))
+    try:
+        T.set_backend("mine")
+        assert T.resize_bilinear_grad(dy, img)[0, 0, 0, 0] == 7.0
+        assert T.resize_bilinear_grad(dy, img, backend="cython")[0, 0, 0, 0] == 4.0
+        T.set_backend("cython")
+        assert T.resize_bilinear_grad(dy, img)[0, 0, 0, 0] == 4.0
+        original = T.get_kernel("ResizeBilinearGrad", "cython")
+        T.register_kernel(T.KernelConfig("ResizeBilinearGrad", "cython", mine), overwrite=True)
+        try:
+            assert T.resize_bilinear_grad(dy, img)[0, 0, 0, 0] == 7.0
+            T.unregister_kernel("ResizeBilinearGrad", "cython")
+            with pytest.raises(KeyError, match="not registered"):
+                T.resize_bilinear_grad(dy, img)
+        finally:
+            T.register_kernel(original, overwrite=True)
+        assert T.resize_bilinear_grad(dy, img)[0, 0, 0, 0] == 4.0
+        assert len(seen) == 2
+    finally:
+        T.set_backend("cython")
+        T.unregister_kernel("ResizeBilinearGrad", "mine")
+
+
+def test_a_fixed_thread_count_is_kept_and_a_relative_one_follows_the_environment(monkeypatch):
+    from tfcompat import _threads
+    try:
+        T.set_num_threads(3)
+        monkeypatch.setenv("OMP_NUM_THREADS", "5")
+        assert T.get_num_threads() == 3
+        T.set_num_threads(None)
+        assert T.get_num_threads() == 5
+        monkeypatch.setattr(_threads, "_available_cpus", lambda: 6)
+        T.set_num_threads(-2)
+        assert T.get_num_threads() == 5
+        monkeypatch.setattr(_threads, "_available_cpus", lambda: 4)
+        assert T.get_num_threads() == 3
+        T.set_num_threads(np.int64(2))
+        assert T.get_num_threads() == 2
+    finally:
+        T.set_num_threads(None)

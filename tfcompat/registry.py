@@ -47,6 +47,18 @@ class KernelConfig:
 
 
 _registry: dict[tuple[str, str], KernelConfig] = {}
+# kernel name -> kernel_func of the default backend: the functional API's one lookup for a
+# call with backend=None. Kept in step with _registry and _default_backend by _sync_defaults
+# (one dict lookup instead of two function calls: with the caches cold they cost 5-10 us of an
+# R4 nearest call, SPEC.md 7). Updated in place, never rebound.
+_default_funcs: dict[str, KernelFunc] = {}
+
+
+def _sync_defaults() -> None:
+    _default_funcs.clear()
+    for (backend, name), config in _registry.items():
+        if backend == _default_backend:
+            _default_funcs[name] = config.kernel_func
 
 
 def register_kernel(config: KernelConfig, *, overwrite: bool = False) -> None:
@@ -58,6 +70,7 @@ def register_kernel(config: KernelConfig, *, overwrite: bool = False) -> None:
         raise KeyError(f"kernel {config.kernel_name!r} is already registered for backend "
                        f"{config.backend_name!r}; pass overwrite=True to replace it")
     _registry[key] = config
+    _sync_defaults()
 
 
 def unregister_kernel(kernel_name: str, backend_name: str) -> KernelConfig:
@@ -65,7 +78,9 @@ def unregister_kernel(kernel_name: str, backend_name: str) -> KernelConfig:
     key = (backend_name, kernel_name)
     if key not in _registry:
         raise KeyError(f"kernel {kernel_name!r} is not registered for backend {backend_name!r}")
-    return _registry.pop(key)
+    config = _registry.pop(key)
+    _sync_defaults()
+    return config
 
 
 def get_kernel(kernel_name: str, backend_name: str) -> KernelConfig:
@@ -105,6 +120,7 @@ def set_backend(backend_name: str) -> None:
         raise ValueError(f"backend: got {backend_name!r}; expected one of {list_backends()}")
     global _default_backend
     _default_backend = backend_name
+    _sync_defaults()
 
 
 def get_backend() -> str:
