@@ -264,7 +264,9 @@ def test_functional_nearest_sizes_are_checked_every_call():
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, np.array([2, 2])), want)
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, [np.int64(2), 2]), want)
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, [2.0, 2]), want)  # integral floats pass
-    assert len(api._known_images) == 1
+    # remembered under the checked int sizes: one key per grads dtype
+    assert set(api._known_images) == {((1, 4, 4, 8), np.dtype(f32), 2, 2),
+                                      ((1, 4, 4, 8), np.dtype(f64), 2, 2)}
     # another dtype is another key, checked on its own
     with pytest.raises(TypeError, match="grads"):
         T.resize_nearest_neighbor_grad(dy.astype(np.complex64), [2, 2])

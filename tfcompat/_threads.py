@@ -8,10 +8,6 @@ choice; only speed does.
 import os
 
 _requested = None
-# a positive request, which nothing else can change, kept resolved: get_num_threads runs on
-# every kernel call, and with the caches cold (other frameworks running between our calls)
-# resolving again cost 3-4 us of an R4 nearest call (SPEC.md 7)
-_fixed = None
 
 
 def _available_cpus():
@@ -45,16 +41,20 @@ def _resolve(n):
 
 def set_num_threads(n):
     """Set the number of threads tfcompat's kernels use (``None`` restores the default)."""
-    global _requested, _fixed
-    value = _resolve(n)  # validate now, so a bad value fails at the call that made it
+    global _requested
+    _resolve(n)  # validate now, so a bad value fails at the call that made it
     _requested = n
-    # None and negative counts follow OMP_NUM_THREADS and the CPU affinity call by call
-    _fixed = value if n is not None and int(n) > 0 else None
 
 
 def get_num_threads():
     """The number of threads the next kernel call will use."""
-    return _fixed if _fixed is not None else _resolve(_requested)
+    n = _requested
+    if type(n) is int and n > 0:
+        # checked when it was set, and nothing else can change it: with the caches cold
+        # (other frameworks running between our calls) resolving it again cost 3-4 us of an
+        # R4 nearest call (SPEC.md 7)
+        return n
+    return _resolve(n)
 
 
 def openmp_enabled():

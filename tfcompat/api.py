@@ -3,7 +3,6 @@
 Each function maps its arguments onto the registry's tfjs-style ``inputs``/``attrs`` and calls
 the kernel of the chosen backend, so a backend registered by a user works here too.
 """
-import functools
 
 import numpy as np
 
@@ -56,41 +55,44 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
     as TF's grad accepts it: the index is ``roundf((x + 0.5) * scale)`` with the align-corners
     scale.
     """
-    key = images = None
+    images = None
     if (type(grads) is np.ndarray and type(size) in (list, tuple) and len(size) == 2
             and type(size[0]) is int and type(size[1]) is int):
-        # a call like one that passed the checks below gets its images with no function call
-        # (with the caches cold, the checks' calls cost 5-10 us of an R4 nearest call, SPEC.md 7)
-        key = (grads.shape, grads.dtype, size[0], size[1])
-        images = _known_images.get(key)
+        # the common call, looked up with no function call (with the caches cold, the checks'
+        # calls cost 5-10 us of an R4 nearest call, SPEC.md 7)
+        images = _known_images.get((grads.shape, grads.dtype, size[0], size[1]))
     if images is None:
         grads = ck.as_array(grads, "grads")
         images = _nearest_images(grads.shape, grads.dtype, ck.as_int_tuple(size, "size", (2,)))
-        if key is not None:
-            if len(_known_images) >= 64:
-                _known_images.clear()
-            _known_images[key] = images
     return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend, {"dy": grads, "images": images},
                 {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})
 
 
-# (shape, dtype, size[0], size[1]) of an ndarray grads and int sizes that passed the checks ->
-# their images; at most 64, as _nearest_images keeps
+# (grads shape, dtype, size[0], size[1]) -> images, for calls that passed _nearest_images'
+# checks; its keys hold the checked int sizes, so only int sizes can match them
 _known_images = {}
 
 
-@functools.lru_cache(maxsize=64)
 def _nearest_images(grads_shape, dtype, size):
     """The registry's ``images`` input for ``size``: a read-only array of zeros with no memory
     of its own (only its shape and dtype are used), after the checks that name ``size``.
-    Cached on its arguments, as the parsers' checks are (see tfcompat/_resample.py)."""
+    Cached on its arguments (at most 64), as the parsers' checks are (see
+    tfcompat/_resample.py)."""
+    key = (grads_shape, dtype) + tuple(size)
+    images = _known_images.get(key)
+    if images is not None:
+        return images
     ck.check_rank(ArrayMeta(grads_shape, dtype), "grads", 4, "[batch, height, width, channels]")
     if min(size) < 1:
         raise ValueError(f"size: got {list(size)}; spatial dimension {size.index(min(size))} is "
                          f"{min(size)}, expected >= 1")
     shape = (grads_shape[0], size[0], size[1], grads_shape[3])
     ck.check_size(shape, "images", max(dtype.itemsize, 4))
-    return np.broadcast_to(np.zeros((), dtype=dtype), shape)
+    images = np.broadcast_to(np.zeros((), dtype=dtype), shape)
+    if len(_known_images) >= 64:
+        _known_images.clear()
+    _known_images[key] = images
+    return images
 
 
 def conv2d_backprop_input(input_sizes, filter, out_backprop, *, strides, padding,
