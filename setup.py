@@ -1,40 +1,44 @@
-"""Build of tfcompat._kernels.
+"""Build of tfcompat._kernels (and its AVX2 twin, tfcompat._kernels_avx2).
 
-OpenMP is probed: where the compiler cannot build an OpenMP program the extension is
-built serially (``prange`` becomes a plain loop) and a warning is printed.
+The build_ext below probes the compiler with setuptools' own compiler object, compiling,
+linking and running a small program for each feature:
+
+  OpenMP      -fopenmp; without it the extensions are built serially (``prange`` becomes a
+              plain loop: same results, slower) and a warning is printed, unless
+              TFCOMPAT_REQUIRE_OPENMP=1 makes a failed probe an error.
+  AVX2        -mavx2 for tfcompat._kernels_avx2 (x86-64 only; tfcompat/_simd.py loads it on
+              CPUs with AVX2; the results are bit for bit the baseline's).
+  codegen     -fno-code-hoisting and -falign-loops=32 where the compiler takes them (why:
+              docs/performance.md).
 
 Environment switches:
-  TFCOMPAT_BOUNDSCHECK=1   compile with Cython bounds and wraparound checks on (debugging,
-                           and the CI step that proves the kernels never index out of range)
-  TFCOMPAT_NO_OPENMP=1     skip the probe and build serially
-  TFCOMPAT_NO_AVX2=1       build only the baseline kernels (no _kernels_avx2)
-
-On x86-64 the same kernels are also compiled with -mavx2 as tfcompat._kernels_avx2, which
-tfcompat/_simd.py loads on CPUs with AVX2 (the results are bit for bit those of the baseline).
+  TFCOMPAT_BOUNDSCHECK=1     Cython bounds and wraparound checks on, and the kernels' own index
+                             checks (tfcompat/csrc/checks.h): a failed check aborts
+  TFCOMPAT_NO_OPENMP=1       skip the probe and build serially
+  TFCOMPAT_REQUIRE_OPENMP=1  fail the build when the OpenMP probe fails
+  TFCOMPAT_NO_AVX2=1         build only the baseline kernels
 """
 import os
 import platform
 import shutil
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import warnings
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
-_PROBE = r"""
+_OPENMP_PROBE = r"""
 #include <omp.h>
 int main(void) {
     int n = 0;
-    #pragma omp parallel reduction(+:n)
+    #pragma omp parallel num_threads(2) reduction(+:n)
     n += 1;
-    return n > 0 ? 0 : 1;
+    return n == 2 ? 0 : 1;
 }
 """
-
 
 _AVX2_PROBE = r"""
 #include <immintrin.h>
@@ -44,45 +48,71 @@ int main(void) {
 }
 """
 
+_EMPTY = "int main(void) { return 0; }\n"
 
-def _compiles(flags, source):
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    cc = cc.split()
-    if shutil.which(cc[0]) is None:
-        return False
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "probe.c")
-        with open(src, "w") as f:
-            f.write(source)
+
+def _flag(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+class ProbingBuildExt(build_ext):
+    """build_ext that decides the compiler flags by compiling and running probe programs."""
+
+    def _runs(self, source, flags, run=True):
+        """True when ``source`` compiles and links with ``flags`` (and, with ``run``, exits 0)."""
+        tmp = tempfile.mkdtemp(prefix="tfcompat-probe-")
         try:
-            res = subprocess.run(cc + flags + [src, "-o", os.path.join(tmp, "probe")],
-                                 capture_output=True, timeout=120)
-        except (OSError, subprocess.SubprocessError):
-            return False
-    return res.returncode == 0
+            src = os.path.join(tmp, "probe.c")
+            with open(src, "w") as f:
+                f.write(source)
+            try:
+                objs = self.compiler.compile([src], output_dir=tmp, extra_postargs=flags)
+                exe = os.path.join(tmp, "probe")
+                self.compiler.link_executable(objs, exe, extra_postargs=flags)
+            except Exception:  # CompileError, LinkError: the flag or header is not there
+                return False
+            if not run:
+                return True
+            import subprocess
+            try:
+                return subprocess.run([exe], capture_output=True, timeout=60).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                return False
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _openmp_flags(self):
+        if _flag("TFCOMPAT_NO_OPENMP"):
+            return []
+        if self._runs(_OPENMP_PROBE, ["-fopenmp"]):
+            return ["-fopenmp"]
+        if _flag("TFCOMPAT_REQUIRE_OPENMP"):
+            raise RuntimeError("tfcompat: TFCOMPAT_REQUIRE_OPENMP=1, but the compiler could not "
+                               "build and run an OpenMP program with -fopenmp")
+        warnings.warn("tfcompat: the compiler has no usable OpenMP; building serial kernels "
+                      "(results are identical, only slower)")
+        print("WARNING: tfcompat is built without OpenMP", file=sys.stderr)
+        return []
+
+    def build_extensions(self):
+        omp = self._openmp_flags()
+        codegen = [f for f in ("-fno-code-hoisting", "-falign-loops=32")
+                   if self._runs(_EMPTY, [f, "-Werror"], run=False)]
+        avx2 = (not _flag("TFCOMPAT_NO_AVX2")
+                and platform.machine().lower() in ("x86_64", "amd64")
+                and self._runs(_AVX2_PROBE, ["-mavx2"], run=False))
+        for ext in list(self.extensions):
+            if ext.name.endswith("_avx2"):
+                if not avx2:
+                    self.extensions.remove(ext)
+                    continue
+                ext.extra_compile_args = ext.extra_compile_args + ["-mavx2"]
+            ext.extra_compile_args = ext.extra_compile_args + codegen + omp
+            ext.extra_link_args = ext.extra_link_args + omp
+        super().build_extensions()
 
 
-def _openmp_flags():
-    if os.environ.get("TFCOMPAT_NO_OPENMP"):
-        return None
-    return ["-fopenmp"] if _compiles(["-fopenmp"], _PROBE) else None
-
-
-def _avx2_flags():
-    if os.environ.get("TFCOMPAT_NO_AVX2"):
-        return None
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return None
-    return ["-mavx2"] if _compiles(["-mavx2"], _AVX2_PROBE) else None
-
-
-omp = _openmp_flags()
-if omp is None:
-    warnings.warn("tfcompat: the compiler has no usable OpenMP; building a serial "
-                  "_kernels extension (results are identical, only slower)")
-    print("WARNING: tfcompat is built without OpenMP", file=sys.stderr)
-
-bounds = os.environ.get("TFCOMPAT_BOUNDSCHECK", "") not in ("", "0")
+bounds = _flag("TFCOMPAT_BOUNDSCHECK")
 directives = {
     "language_level": 3,
     "boundscheck": bounds,
@@ -91,41 +121,26 @@ directives = {
     "cdivision": True,
     "embedsignature": True,
 }
-
-# No -march=native and no fast-math: results must be the same on every x86-64, and
-# -ffp-contract=off keeps gcc from fusing a*b+c into an FMA (TF's wheels do not).
-# -fno-code-hoisting: in the resampling window gcc hoisted the source loads of the rare
-# (edge) path above the branch into the common one and spilled them to the stack on every
-# pixel; without hoisting I1 runs 16 % fewer instructions and 1.08-1.17x faster, R1 1.05-1.17x
-# (interleaved, this VM), and no other kernel is slower. It does not change any arithmetic.
-_NO_HOIST = ["-fno-code-hoisting"] if _compiles(["-fno-code-hoisting", "-Werror"],
-                                                 "int main(void) { return 0; }\n") else []
-# -falign-loops=32: the kernels' hottest loops are 20-30 bytes long; gcc's default alignment
-# let an unrelated change in the window move R4's channel loop across a 64-byte boundary, and
-# R4 bilinear ran 0.75-0.82x as fast (same instructions, callgrind). Starting every loop on a
-# 32-byte boundary keeps such loops inside one 64-byte fetch block.
-_ALIGN = ["-falign-loops=32"] if _compiles(["-falign-loops=32", "-Werror"],
-                                            "int main(void) { return 0; }\n") else []
-compile_args = ["-O3", "-ffp-contract=off", "-fno-fast-math"] + _NO_HOIST + _ALIGN + (omp or [])
-link_args = list(omp or [])
+CSRC = os.path.join("tfcompat", "csrc")
+DEPENDS = [os.path.join(CSRC, f) for f in sorted(os.listdir(CSRC))] if os.path.isdir(CSRC) else []
 
 
-def _extension(name, isa_flags):
+def _extension(name):
     return Extension(
         name,
         [name.replace(".", "/") + ".pyx"],
-        include_dirs=[np.get_include()],
+        include_dirs=[np.get_include(), CSRC],
+        depends=DEPENDS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
         + ([("TFCOMPAT_CHECK_BOUNDS", "1")] if bounds else []),
-        extra_compile_args=compile_args + isa_flags,
-        extra_link_args=link_args,
+        # no -march=native and no fast-math: the same results on every x86-64;
+        # -ffp-contract=off keeps gcc from fusing a*b+c into an FMA (TF's wheels do not)
+        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
     )
 
 
-extensions = [_extension("tfcompat._kernels", [])]
-avx2 = _avx2_flags()
-if avx2 is not None:
-    extensions.append(_extension("tfcompat._kernels_avx2", avx2))
-
-setup(ext_modules=cythonize(extensions, compiler_directives=directives,
-                            compile_time_env={"TFCOMPAT_OPENMP": omp is not None}))
+setup(
+    ext_modules=cythonize([_extension("tfcompat._kernels"), _extension("tfcompat._kernels_avx2")],
+                          compiler_directives=directives),
+    cmdclass={"build_ext": ProbingBuildExt},
+)

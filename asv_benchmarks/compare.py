@@ -266,5 +266,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from conformance.tfexit import exit_without_native_teardown  # see there: TF's exit crash
-    sys.exit(exit_without_native_teardown(main()))
+    sys.exit(main())

@@ -115,15 +115,28 @@ def make_interp(shape_id, layout, threads, rng, only=None):
     return impls, dy.nbytes + src.nbytes
 
 
+def stream_floor(src, dst, chunks, threads):
+    """tfcompat's instrument (tfcompat/csrc/instruments.pxi): reads every float of ``src`` once
+    and writes every float of ``dst`` once, in ``chunks`` matching pieces on ``threads``
+    threads. Its preconditions are checked here."""
+    from tfcompat._simd import kernels
+    for name, a in (("src", src), ("dst", dst)):
+        if not (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous):
+            raise TypeError(f"{name}: expected a C-contiguous float32 array")
+    if not 1 <= chunks <= min(src.size, dst.size):
+        raise ValueError(f"chunks: got {chunks}; expected 1 <= chunks <= "
+                         f"{min(src.size, dst.size)} (the shorter array's length)")
+    kernels.instrument_stream_floor(src, dst, chunks, threads)
+
+
 def floor_probe(src_nbytes, dst_nbytes, threads):
     """A callable that reads ``src_nbytes`` and writes ``dst_nbytes`` once, on ``threads``
-    threads (tfcompat's ``stream_floor``): the least memory traffic of a resize backward
-    with that |dy| and |dx|. Its arrays are NumPy's, like the dy the workloads pass."""
-    from tfcompat._simd import kernels
+    threads (:func:`stream_floor`): the least memory traffic of a resize backward with that
+    |dy| and |dx|. Its arrays are NumPy's, like the dy the workloads pass."""
     src = np.ones(src_nbytes // 4, np.float32)
     dst = np.ones(dst_nbytes // 4, np.float32)  # written once here, so no page faults later
     chunks = max(threads, min(src.size, dst.size, src.size // 16384))
-    return lambda: kernels.stream_floor(src, dst, chunks, threads)
+    return lambda: stream_floor(src, dst, chunks, threads)
 
 
 def make_conv(shape_id, dtype_name, threads, rng, only=None):

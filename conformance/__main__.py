@@ -51,16 +51,19 @@ def _progress(k, n, t0, case_id, failed, enabled):
 
 
 def _gpu_devices(mode, torch_device):
-    """(devices to run, one line for the report)."""
+    """([(device, [its oracle])], one line for the report)."""
     from . import oracles as O
     if mode == "cpu":
         return [], "not requested (--device cpu)"
-    gpus = O.tf_gpus()
-    if gpus:
-        return gpus, f"TF GPU oracle on {', '.join(gpus)} (tolerance, not bitwise; TF GPU kernels use FMA and atomics)"
-    if O.torch_available(cuda=True) or (torch_device != "cuda" and O.torch_available()):
-        return ["torch:" + torch_device], (f"TF lists no GPU; PyTorch {torch_device} gradients are the GPU "
-                                           "oracle for the modes it shares with TF")
+    gpu = O.gpu_oracles(torch_device)
+    if gpu and gpu[0].name.startswith("tf-"):
+        return ([(o.device, [o]) for o in gpu],
+                f"TF GPU oracle on {', '.join(o.device for o in gpu)} (tolerance, not bitwise; "
+                "TF GPU kernels use FMA and atomics)")
+    if gpu:
+        return ([(o.device, [o]) for o in gpu],
+                f"TF lists no GPU; PyTorch {torch_device} gradients are the GPU oracle for the "
+                "modes it shares with TF")
     return [], "NO GPU FOUND: TF lists no GPU and PyTorch has no CUDA; GPU conformance was NOT run"
 
 
@@ -69,7 +72,7 @@ def main(argv=None):
     if argv and argv[0] == "merge":
         return _merge(argv[1:])
     args = _parser().parse_args(argv)
-    from . import cases as C, report as R, runner
+    from . import cases as C, oracles as O, report as R, runner
     try:
         cases = [C.parse_id(i) for i in args.case] if args.case else C.grid(args.grid)
         if args.shard:
@@ -89,29 +92,22 @@ def main(argv=None):
             return 2
     runner.BITWISE_BACKENDS.update(args.bitwise)
     t0 = time.perf_counter()
-    try:
-        import tensorflow as tf
-        tf.get_logger().setLevel("ERROR")  # the v1 resize ops are deprecated aliases; we mean them
-        have_tf = True
-    except ImportError:
-        have_tf = False
+    if O.tf_available():
+        O.tf_module().get_logger().setLevel("ERROR")  # the v1 resize ops are deprecated aliases
+    else:
         print("warning: TensorFlow is not installed; oracles fall back to PyTorch/NumPy "
               "(pip install 'tfcompat[tf]')", file=sys.stderr)
     gpu_devs, gpu_note = _gpu_devices(args.device, args.torch_device)
     if args.device == "gpu" and not gpu_devs:
         print(f"error: --device gpu: {gpu_note}", file=sys.stderr)
         return 2
-    devices = ([] if args.device == "gpu" else ["cpu"]) + gpu_devs
-    torch_dev = args.torch_device
+    devices = ([] if args.device == "gpu" else [("cpu", O.ORACLES)]) + gpu_devs
     records = []
     failed = 0
     show = not args.no_progress
     for k, case in enumerate(cases):
         _progress(k, len(cases), t0, case.id, failed, show)
-        results = runner.run_case(case, backends, devices, have_tf, torch_dev)
-        for r in results:
-            if r.device.startswith("torch:"):
-                r.device = r.device.split(":", 1)[1]
+        for r in runner.run_case(case, backends, devices):
             failed += not r.passed
             records.append(dataclasses.asdict(r))
     _progress(len(cases), len(cases), t0, "done", failed, show)
@@ -120,8 +116,9 @@ def main(argv=None):
     elapsed = time.perf_counter() - t0
     meta = R.machine_info()
     meta.update({"grid": args.grid if not args.case else "cases", "shard": args.shard or "1/1",
-                 "cases": len(cases), "backends": backends, "devices": devices,
-                 "seconds": round(elapsed, 1), "gpu_note": gpu_note})
+                 "cases": len(cases), "backends": backends,
+                 "devices": [d for d, _ in devices], "seconds": round(elapsed, 1),
+                 "gpu_note": gpu_note})
     print(R.table_text(R.summarize(records)))
     nfail = sum(not r["passed"] for r in records)
     print(f"\n{len(cases)} cases, {len(records)} results, {nfail} failed, "
@@ -130,8 +127,8 @@ def main(argv=None):
     print(f"GPU: {gpu_note}")
     for r in records:
         if not r["passed"]:
-            print(f"FAILED {r['id']} [{r['backend']}, {r['device']}] |err|/S {r['norm_err']:.3e} "
-                  f"ULP {r['ulp']} {r['note']}")
+            print(f"FAILED {r['id']} [{r['backend']}, {r['device']}] {r['outcome']} |err|/S "
+                  f"{r['norm_err']:.3e} ULP {r['ulp']} {r['note']}")
     if args.json:
         R.write_json(args.json, records, meta)
     if args.report:
@@ -153,5 +150,4 @@ def _merge(paths):
 
 
 if __name__ == "__main__":
-    from .tfexit import exit_without_native_teardown
-    sys.exit(exit_without_native_teardown(main()))
+    sys.exit(main())

@@ -1,12 +1,23 @@
-"""Inputs for a case, and the oracles: TensorFlow (raw grad op and GradientTape through the
-forward op), PyTorch (for ORT ``scales`` and as the CUDA oracle when TF lists no GPU), ORT's
-published vectors, and the float64 NumPy reference (the magnitude sums of the metric)."""
+"""Inputs for a case, and the oracles that judge a backend's result.
+
+An :class:`Oracle` is one record: its name, the device it runs on, whether it is available
+here, which cases it supports, how it computes a reference, whether float32 results must match
+it bit for bit, and which registry backend it *is* (a backend is never graded against itself).
+:data:`ORACLES` lists the CPU oracles in order of precedence: TensorFlow's raw grad ops, TF
+compositions through tfcompat's tensorflow backend, PyTorch, and the float64 NumPy reference;
+:func:`gpu_oracles` adds TF's GPU and PyTorch's CUDA where they exist. Adding an oracle is one
+entry in that list. ORT's published ResizeGrad vectors are checked beside whichever oracle
+judges those cases.
+"""
 import zlib
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import ml_dtypes
 import numpy as np
 
-from tfcompat import _conv, _resample as rs
+import tfcompat
+from tfcompat import _conv, _resample as rs, metric
 from tfcompat.backends import numpy_backend
 
 from .cases import INTERP_T, TF_FLAGS
@@ -27,7 +38,7 @@ ORT_VECTORS = {
 
 
 class Unsupported(Exception):
-    """The oracle has no op for this case (the report says which oracle was used instead)."""
+    """The oracle has no op for this case (the next one in order judges it)."""
 
 
 def _rng(case):
@@ -83,18 +94,15 @@ def materialize(case):
 
 
 def _dy_shape_guess(case, x_shape, attrs):
-    """dy's shape from SPEC.md section 3's size arithmetic (conv_problem then re-checks it)."""
-    eff = [(k - 1) * d + 1 for k, d in zip(case.k, case.d)]
+    """dy's shape from the conv's size arithmetic (conv_problem then re-checks it)."""
     pads = attrs["pad"]
     outs = []
-    for ax, (i, s, e) in enumerate(zip(case.i, case.s, eff)):
-        if pads == "same":
-            outs.append(-(-i // s))
-        elif pads == "valid":
-            outs.append((i - e + s) // s)
+    for ax, (i, k, s, d) in enumerate(zip(case.i, case.k, case.s, case.d)):
+        if pads in ("same", "valid"):
+            outs.append(_conv.conv_output_size(i, k, s, d, pads)[0])
         else:
-            pb, pa = pads[1 + ax] if case.l == "nhwc" else pads[2 + ax]
-            outs.append((i + pb + pa - e) // s + 1)
+            pair = pads[1 + ax] if case.l == "nhwc" else pads[2 + ax]
+            outs.append(_conv.conv_output_size(i, k, s, d, "explicit", tuple(pair))[0])
     if case.l == "nhwc":
         return (case.b, *outs, case.oc)
     return (case.b, case.oc, *outs)
@@ -107,11 +115,8 @@ def problem_of(case, inputs, attrs):
 
 
 def magnitude(case, inputs, attrs):
-    """S of SPEC.md section 6: the same backward applied to |dy| (and |filter|), in float64."""
-    p = problem_of(case, inputs, attrs)
-    if case.op == "conv":
-        return numpy_backend.conv_backprop_input(p, absolute=True).astype(np.float64)
-    return numpy_backend.resample(p, absolute=True).astype(np.float64)
+    """S of the metric (tfcompat.metric): the same backward applied to |dy| (and |filter|)."""
+    return metric.magnitude(case.kernel_name, inputs, attrs)
 
 
 def numpy_reference(case, inputs, attrs):
@@ -158,7 +163,6 @@ def tf_raw(case, inputs, attrs, device):
                 explicit_paddings=explicit, data_format="NHWC" if nhwc else "NCHW",
                 dilations=[1, *case.d, 1] if nhwc else [1, 1, *case.d]).numpy()
     # InterpolateBackward and ResizeGrad: the tensorflow backend (raw ops and compositions)
-    import tfcompat
     from tfcompat.backends import tensorflow_backend
     kin = dict(inputs)
     for key in ("diff_dst", "dY", "src", "X"):
@@ -167,7 +171,7 @@ def tf_raw(case, inputs, attrs, device):
     try:
         with tensorflow_backend.on_device(device):
             return tfcompat.get_kernel(case.kernel_name, "tensorflow").kernel_func(kin, attrs)
-    except NotImplementedError as exc:
+    except tfcompat.UnsupportedError as exc:
         raise Unsupported(str(exc)) from None
 
 
@@ -303,3 +307,100 @@ def _torch_resize_grad(torch, F, x_shape, dy, out_size, mode, scales, device):
     y.backward(torch.tensor(np.ascontiguousarray(dy), device=device))
     return x.grad.cpu().numpy()
 
+
+
+# ------------------------------------------------------------------------------------------
+# The oracles
+# ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Oracle:
+    """One source of reference gradients.
+
+    ``compute(case, inputs, attrs)`` returns the reference or raises :class:`Unsupported`;
+    ``supports(case)`` says beforehand which cases it can take; ``bitwise(case)`` whether a
+    float32 result of a bitwise backend must equal it exactly; ``backend`` the registry backend
+    this oracle is (None when it is independent of every registered backend);
+    ``cross_check(case, inputs, attrs, ref)`` an optional second opinion for the report."""
+    name: str
+    device: str
+    available: Callable[[], bool]
+    supports: Callable[[object], bool]
+    compute: Callable[[object, dict, dict], np.ndarray]
+    bitwise: Callable[[object], bool] = lambda case: False
+    backend: Optional[str] = None
+    cross_check: Optional[Callable] = None
+
+
+def tf_available():
+    try:
+        tf_module()
+    except ImportError:
+        return False
+    return True
+
+
+def _linear_f64_no_tf(case):
+    """TF resizes linearly in float32 only, and PyTorch's float64 path computes coordinates in
+    float64: float64 linear interpolation is defined by the NumPy reference (float32
+    coordinates, float64 sums) alone."""
+    return case.dtype == "f64" and (case.op == "ortrg" or (case.op == "interp"
+                                                           and case.m != "nearest"))
+
+
+def _tape_agreement(case, inputs, attrs, ref):
+    try:
+        tape = tf_tape(case, inputs, attrs, "/CPU:0")
+    except Unsupported as exc:
+        return f"n/a ({exc})"
+    if np.array_equal(np.asarray(tape), np.asarray(ref)):
+        return "bitwise"
+    return f"max|diff| {np.abs(np.asarray(tape, np.float64) - ref).max():.3g}"
+
+
+ORACLES = [
+    # TF's own grad ops: float32 ResizeBilinearGrad / ResizeNearestNeighborGrad results of a
+    # bitwise backend must equal them exactly
+    Oracle("tf-cpu-raw", "cpu", tf_available,
+           supports=lambda case: case.op in ("rbg", "rnn", "conv"),
+           compute=lambda case, inputs, attrs: tf_raw(case, inputs, attrs, "/CPU:0"),
+           bitwise=lambda case: case.op in ("rbg", "rnn") and case.dtype == "f32",
+           cross_check=_tape_agreement),
+    # InterpolateBackward and ResizeGrad: TF compositions, through tfcompat's tensorflow backend
+    Oracle("tf-cpu", "cpu", tf_available,
+           supports=lambda case: case.op in ("interp", "ortrg") and not _linear_f64_no_tf(case),
+           compute=lambda case, inputs, attrs: tf_raw(case, inputs, attrs, "/CPU:0"),
+           backend="tensorflow"),
+    Oracle("torch-cpu", "cpu", lambda: torch_available(),
+           supports=lambda case: not _linear_f64_no_tf(case),
+           compute=lambda case, inputs, attrs: torch_oracle(case, inputs, attrs, "cpu"),
+           backend="torch"),
+    Oracle("numpy-reference", "cpu", lambda: True, supports=lambda case: True,
+           compute=numpy_reference, backend="numpy"),
+]
+
+
+def gpu_oracles(torch_device="cuda"):
+    """TF's GPUs (tolerance, not bitwise: TF's GPU kernels use FMA and atomics), or PyTorch's
+    CUDA device when TF lists no GPU."""
+    gpus = tf_gpus()
+    if gpus:
+        return [Oracle(f"tf-{dev}", dev, tf_available, supports=lambda case: True,
+                       compute=(lambda dev: lambda case, inputs, attrs: tf_raw(case, inputs, attrs,
+                                                                               dev))(dev),
+                       cross_check=(lambda dev: lambda case, inputs, attrs, ref: _repeatable(
+                           case, inputs, attrs, ref, dev))(dev))
+                for dev in gpus]
+    if torch_available(cuda=True) or (torch_device != "cuda" and torch_available()):
+        return [Oracle("torch-cuda", torch_device, lambda: True,
+                       supports=lambda case: not _linear_f64_no_tf(case),
+                       compute=lambda case, inputs, attrs: torch_oracle(case, inputs, attrs,
+                                                                        torch_device),
+                       backend="torch")]
+    return []
+
+
+def _repeatable(case, inputs, attrs, ref, device):
+    again = tf_raw(case, inputs, attrs, device)
+    same = np.array_equal(np.asarray(ref).view(np.uint8), np.asarray(again).view(np.uint8))
+    return "TF GPU deterministic over 2 runs" if same else "TF GPU bits differ between 2 runs"

@@ -9,29 +9,32 @@ import numpy as np
 
 
 def summarize(records):
-    """Rows of (kernel, backend, dtype, device, cases, passed, failed, worst norm err, worst ULP)."""
+    """Rows of (kernel, backend, dtype, device, cases, passed, failed, n/a or self-check,
+    worst norm err, worst ULP)."""
     groups = OrderedDict()
     for r in sorted(records, key=lambda r: (r["kernel"], r["backend"], r["dtype"], r["device"])):
         key = (r["kernel"], r["backend"], r["dtype"], r["device"])
-        g = groups.setdefault(key, {"cases": 0, "passed": 0, "worst": 0.0, "ulp": None})
+        g = groups.setdefault(key, {"cases": 0, "passed": 0, "unjudged": 0, "worst": 0.0,
+                                    "ulp": None})
         g["cases"] += 1
         g["passed"] += bool(r["passed"])
+        g["unjudged"] += r["outcome"] in ("n/a", "self-check")
         if r["norm_err"] is not None and not (isinstance(r["norm_err"], float) and math.isnan(r["norm_err"])):
             g["worst"] = max(g["worst"], r["norm_err"])
         if r["ulp"] is not None:
             g["ulp"] = max(g["ulp"] or 0, r["ulp"])
-    return [(k[0], k[1], k[2], k[3], g["cases"], g["passed"], g["cases"] - g["passed"], g["worst"],
-             g["ulp"]) for k, g in groups.items()]
+    return [(k[0], k[1], k[2], k[3], g["cases"], g["passed"], g["cases"] - g["passed"],
+             g["unjudged"], g["worst"], g["ulp"]) for k, g in groups.items()]
 
 
-HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed", "worst |err|/S",
-          "worst ULP")
+HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed",
+          "n/a or self-check", "worst |err|/S", "worst ULP")
 
 
 def _fmt_row(row):
-    k, b, d, dev, n, p, f, w, u = row
-    return (k, b, d, dev, str(n), str(p), str(f), f"{w:.2e}" if math.isfinite(w) else "inf",
-            "-" if u is None else str(u))
+    k, b, d, dev, n, p, f, u_, w, u = row
+    return (k, b, d, dev, str(n), str(p), str(f), str(u_),
+            f"{w:.2e}" if math.isfinite(w) else "inf", "-" if u is None else str(u))
 
 
 def table_text(rows):
@@ -90,7 +93,8 @@ def write_markdown(path, records, meta):
             lines += [f"### `{r['id']}` ({r['backend']}, {r['device']})", "",
                       f"- re-run: `python -m conformance --case {r['id']} --backend {r['backend']}`",
                       f"- inputs: {r['shapes']}", f"- attrs: {r['attrs']}",
-                      f"- oracle: {r['oracle']}; worst |err|/S {r['norm_err']:.3e} at {r['worst_index']}: "
+                      f"- outcome: {r['outcome']}; oracle: {r['oracle']}; worst |err|/S "
+                      f"{r['norm_err']:.3e} at {r['worst_index']}: "
                       f"ours {r['got']!r} vs oracle {r['ref']!r}; ULP {r['ulp']}",
                       f"- note: {r['note']}", ""]
     with open(path, "w") as f:

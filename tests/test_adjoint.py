@@ -1,77 +1,15 @@
-"""Adjoint identity <F(x), y> == <x, B(y)> for every kernel, with forward ops written here from
-SPEC.md's formulas (scalar float32 coordinate math, independent of both backends)."""
+"""Adjoint identity <F(x), y> == <x, B(y)> for every kernel, with the forward ops of
+tests/helpers.py (written from docs/semantics.md's formulas with scalar float32 coordinate
+math, independent of both backends)."""
 import math
 
 import numpy as np
 import pytest
 
 import tfcompat as T
-from conftest import BACKENDS
+from helpers import BACKENDS, conv_forward, resample_forward
 
 f32 = np.float32
-
-
-def _tf_scale(i, o, align):
-    if align and o > 1 and i != 1:
-        return f32(i - 1) / f32(o - 1)
-    return f32(i) / f32(o)
-
-
-def forward_taps(i, o, rule):
-    """For each resized x: list of (source index, weight). rule: (method, transform)."""
-    method, transform = rule[:2]
-    taps = []
-    for x in range(o):
-        xf = f32(x)
-        if method == "nearest":
-            scale = _tf_scale(i, o, transform in ("align_corners", "align_half"))
-            if transform in ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn"):
-                idx = math.floor((xf + f32(0.5)) * scale)
-            elif transform == "align_corners":
-                s = float(xf * scale)
-                idx = math.floor(s + 0.5)  # roundf for s >= 0, exact in float64
-            elif transform == "align_half":
-                idx = math.floor(float((xf + f32(0.5)) * scale) + 0.5)
-            else:
-                idx = math.floor(xf * scale)
-            taps.append([(min(idx, i - 1), 1.0)])
-        elif transform.startswith("ort"):
-            if transform == "ort_align":
-                scale = f32(i - 1) / f32(o - 1) if o > 1 else f32(0)
-                s = scale * xf
-            else:
-                scale = f32(1) / f32(rule[2]) if len(rule) > 2 else f32(i) / f32(o)
-                s = max(scale * (xf + f32(0.5)) - f32(0.5), f32(0))
-            i0 = min(int(s), i - 1)
-            l1 = s - f32(i0)
-            taps.append([(i0, float(f32(1) - l1)), (i0 + 1 if i0 < i - 1 else i0, float(l1))])
-        else:
-            scale = _tf_scale(i, o, transform == "align_corners")
-            if transform in ("half_pixel", "tf_half_pixel_for_nn") or (
-                    transform == "pytorch_half_pixel" and o > 1):
-                s = (xf + f32(0.5)) * scale - f32(0.5)
-            elif transform == "pytorch_half_pixel":
-                s = f32(0)
-            else:
-                s = xf * scale
-            fl = f32(math.floor(s))
-            lerp = s - fl
-            taps.append([(max(int(fl), 0), float(f32(1) - lerp)),
-                         (min(math.ceil(s), i - 1), float(lerp))])
-    return taps
-
-
-def resample_forward(x, axes_pos, out_sizes, rules):
-    y = x
-    for pos, o, rule in zip(axes_pos, out_sizes, rules):
-        taps = forward_taps(y.shape[pos], o, rule)
-        moved = np.moveaxis(y, pos, 0)
-        out = np.zeros((o,) + moved.shape[1:])
-        for xo, tl in enumerate(taps):
-            for idx, w in tl:
-                out[xo] += w * moved[idx]
-        y = np.moveaxis(out, 0, pos)
-    return y
 
 
 def _check(fx, y, x, bx):
@@ -139,22 +77,6 @@ def test_adjoint_resize_grad(backend, transform, scales, rng):
     bx = T.resize_grad(y, x, scales=None if scales is None else [1, 1, *scales],
                        coordinate_transformation_mode=transform, backend=backend)
     _check(fx, y, x, bx)
-
-
-def conv_forward(x, w, s, d, pads):
-    """NHWC conv2d from the definition; pads = (top, bottom, left, right)."""
-    n, h, wd, c = x.shape
-    fh, fw, _, oc = w.shape
-    pt, pb, pl, pr = pads
-    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
-    oh = (h + pt + pb - (fh - 1) * d - 1) // s + 1
-    ow = (wd + pl + pr - (fw - 1) * d - 1) // s + 1
-    y = np.zeros((n, oh, ow, oc))
-    for ky in range(fh):
-        for kx in range(fw):
-            patch = xp[:, ky * d:ky * d + (oh - 1) * s + 1:s, kx * d:kx * d + (ow - 1) * s + 1:s, :]
-            y += patch @ w[ky, kx]
-    return y
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tfcompat
+from tfcompat import metric
 from conformance import __main__ as cli, cases as C, oracles as O, runner
 
 
@@ -51,12 +52,14 @@ def test_shards_are_disjoint_and_cover():
 def test_metric_and_ulp():
     a = np.array([1.0, 2.0], np.float32)
     b = np.nextafter(a, np.float32(3))
-    assert runner.ulp_distance(a, b) == 1 and runner.ulp_distance(a, a) == 0
-    assert runner.ulp_distance(np.float32([-0.0]), np.float32([0.0])) == 0
-    ok, norm, idx, _, _ = runner.compare(a, a + np.float32(1e-3), np.array([1.0, 1.0]), "f32", False)
-    assert not ok and idx in ([0], [1])
-    ok, *_ = runner.compare(a, a, np.zeros(2), "f32", False)
-    assert ok
+    assert metric.ulp_distance(a, b) == 1 and metric.ulp_distance(a, a) == 0
+    assert metric.ulp_distance(np.float32([-0.0]), np.float32([0.0])) == 0
+    cmp = metric.compare(a, a + np.float32(1e-3), np.array([1.0, 1.0]), np.float32)
+    assert not cmp.passed and cmp.index in ([0], [1])
+    assert metric.compare(a, a, np.zeros(2), np.float32).passed
+    # within tolerance: 1e-6 of S = 1 is inside float32's 2e-6; integers must be equal
+    assert metric.compare(a, a + np.float32(1e-6), np.ones(2), np.float32).passed
+    assert not metric.compare(np.int8([3]), np.int8([4]), np.ones(1), np.int8).passed
 
 
 def _one_ulp_off(inputs, attrs):
@@ -124,3 +127,56 @@ def test_merge_combines_shards(tmp_path, capsys):
 def test_unknown_backend_and_bad_case_exit_2(capsys):
     assert cli.main(["--backend", "nope", "--case", "ortrg_b1_i4x4_o8x8_c1_thp_f32"]) == 2
     assert cli.main(["--case", "garbage"]) == 2
+
+
+def test_a_backend_is_never_graded_against_itself(tmp_path):
+    """The tensorflow backend computes InterpolateBackward the way the tf-cpu oracle does, so
+    another oracle judges it; where only the backend itself could judge (the numpy backend on
+    a float64 linear interpolation, defined by the NumPy reference alone), the result says
+    self-check."""
+    out = tmp_path / "r.json"
+    rc = cli.main(["--case", "interp_mlinear_thp_lnxc_b2_i5_o9_c3_f32", "--case",
+                   "interp_mlinear_thp_lnxc_b2_i5_o9_c3_f64", "--backend", "tensorflow",
+                   "--backend", "numpy", "--backend", "cython", "--device", "cpu",
+                   "--no-progress", "--json", str(out)])
+    recs = {(r["backend"], r["dtype"]): r for r in json.loads(out.read_text())["records"]}
+    # a finding this grading surfaced: TF resizes linearly in float32 even for float64 data,
+    # so the tensorflow backend's float64 result is float32-precise, not within 1e-12
+    tf64 = recs.pop(("tensorflow", "f64"))
+    assert tf64["oracle"] == "numpy-reference" and tf64["outcome"] == "differs"
+    assert 1e-12 < tf64["norm_err"] < 1e-6
+    assert rc == 1 and all(r["passed"] for r in recs.values())
+    for (backend, dtype), r in recs.items():
+        assert r["oracle"] not in {"tensorflow": ("tf-cpu",), "numpy": ("numpy-reference",),
+                                   "cython": ()}[backend], (backend, dtype, r["oracle"])
+    assert recs[("numpy", "f64")]["outcome"] == "self-check"
+    assert recs[("cython", "f64")]["oracle"] == "numpy-reference"
+    assert recs[("cython", "f64")]["outcome"] in ("bitwise", "within")
+
+
+def test_an_unsupported_mode_is_na_not_a_failure(tmp_path):
+    def lacking(inputs, attrs):
+        raise tfcompat.UnsupportedError("this backend has no legacy bilinear mode")
+
+    tfcompat.register_kernel(tfcompat.KernelConfig("ResizeBilinearGrad", "lacking", lacking))
+    try:
+        out = tmp_path / "r.json"
+        rc = cli.main(["--case", "rbg_b1_i5x7_o11x3_c2_tlg_f32", "--backend", "lacking",
+                       "--device", "cpu", "--no-progress", "--json", str(out)])
+        (rec,) = json.loads(out.read_text())["records"]
+        assert rc == 0
+        assert rec["outcome"] == "n/a" and rec["passed"]
+        assert "no legacy bilinear mode" in rec["note"]
+    finally:
+        tfcompat.unregister_kernel("ResizeBilinearGrad", "lacking")
+
+
+def test_oracles_are_one_ordered_list():
+    """Precedence on the CPU: TF's raw ops, TF compositions, PyTorch, the NumPy reference; only
+    TF's raw ops are a bitwise reference, for float32 ResizeBilinearGrad and
+    ResizeNearestNeighborGrad."""
+    assert [o.name for o in O.ORACLES] == ["tf-cpu-raw", "tf-cpu", "torch-cpu",
+                                           "numpy-reference"]
+    rbg = C.parse_id("rbg_b1_i5x7_o11x3_c2_thp_f32")
+    assert [o.name for o in O.ORACLES if o.bitwise(rbg)] == ["tf-cpu-raw"]
+    assert not any(o.bitwise(C.with_dtype(rbg, "f64")) for o in O.ORACLES)

@@ -10,7 +10,7 @@ import pytest
 import tfcompat as T
 from tfcompat.backends import cython_backend
 
-from conftest import CONV_TOL, assert_close
+from helpers import CONV_TOL, assert_close
 
 CASES = [  # (fh, fw, stride, dilation, pads (top, bottom, left, right))
     (fh, fw, s, d, pads)
@@ -71,16 +71,3 @@ def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
         T.set_num_threads(old)
     for o in outs[1:]:
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
-
-
-@pytest.mark.parametrize("band,cap", [(0, 0), (2, 3), (3, 2), (9, 9)])
-def test_kernel_refuses_a_ring_it_cannot_use(band, cap):
-    from tfcompat import _simd
-    k = _simd.kernels
-    H = W = OH = OW = 4
-    tabs = k.conv_axis_table(H, OH, 1, 1, 1, 0) + k.conv_axis_table(W, OW, 1, 1, 1, 0)
-    f32 = np.float32
-    with pytest.raises(ValueError, match="band, cap"):
-        k.conv_backward_per_image(np.zeros(OH * OW, f32), np.zeros(1, f32), np.zeros(64, f32),
-                                  np.zeros(H * W, f32), 1, H, W, 1, OH, OW, 1, 1, 1, *tabs, 1,
-                                  False, band, cap)

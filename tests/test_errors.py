@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import tfcompat as T
-from conftest import BACKENDS
+from helpers import BACKENDS
 
 f32 = np.float32
 DY = np.ones((1, 4, 4, 2), f32)

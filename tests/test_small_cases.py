@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tfcompat as T
-from conftest import BACKENDS
+from helpers import BACKENDS
 
 
 @pytest.fixture(params=BACKENDS)

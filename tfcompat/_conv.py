@@ -1,4 +1,4 @@
-"""Policy for Conv2DBackpropInput (SPEC.md section 3): attribute parsing, output-size
+"""Policy for Conv2DBackpropInput (docs/semantics.md): attribute parsing, output-size
 arithmetic for every padding kind, and TF's checks."""
 import math
 from dataclasses import dataclass
@@ -32,6 +32,8 @@ class ConvProblem:
     dw: int
     pad_top: int
     pad_left: int
+    pad_bottom: int
+    pad_right: int
 
     @property
     def out_shape(self):
@@ -83,6 +85,26 @@ def _round(value, mode):
     if mode == "ceil":
         return math.ceil(value)
     return math.floor(value + 0.5)  # JavaScript Math.round: halves up
+
+
+def conv_output_size(size, ksize, stride, dilation, padding, pads=(0, 0), rounding=None):
+    """(output size, pad before, pad after) of one spatial axis (docs/semantics.md).
+
+    ``padding``: 'valid', 'same', or 'explicit' with ``pads`` = (before, after) (a tfjs
+    numeric pad p is explicit (p, p)). ``rounding``: tfjs's dimRoundingMode for an explicit
+    pad (None: floor, TF's arithmetic). The size may come out negative: the caller reports it.
+    """
+    eff = (ksize - 1) * dilation + 1
+    if padding == "valid":
+        return (size - eff + stride) // stride, 0, 0
+    if padding == "same":
+        out = -(-size // stride)
+        need = max(0, (out - 1) * stride + eff - size)
+        return out, need // 2, need - need // 2  # the odd pixel goes after
+    before, after = pads
+    if rounding is None:
+        return (size + before + after - eff + stride) // stride, before, after
+    return _round((size + before + after - eff) / stride + 1, rounding), before, after
 
 
 def _explicit_pads(pad, data_format):
@@ -143,31 +165,23 @@ def conv_problem(inputs, attrs):
     if rounding is not None:
         ck.choice(rounding, "dimRoundingMode", ("floor", "round", "ceil"))
     pad = attrs.get("pad", "valid")
-    eff_h, eff_w = (fh - 1) * dh + 1, (fw - 1) * dw + 1
     if isinstance(pad, str):
         kind = ck.choice(pad.lower(), "pad", ("valid", "same"))
         if rounding is not None:
             raise ValueError(f"dimRoundingMode: got {rounding!r} with pad {pad!r}; it applies only "
                              "to a numeric or explicit pad")
-        if kind == "valid":
-            (pt, pb), (pl, pr) = (0, 0), (0, 0)
-            oh, ow = (H - eff_h + sh) // sh, (W - eff_w + sw) // sw
-        else:
-            oh, ow = -(-H // sh), -(-W // sw)
-            need_h = max(0, (oh - 1) * sh + eff_h - H)
-            need_w = max(0, (ow - 1) * sw + eff_w - W)
-            pt, pl = need_h // 2, need_w // 2
-            pb, pr = need_h - pt, need_w - pl
+        pads_h = pads_w = (0, 0)
     else:
+        kind = "explicit"
         if isinstance(pad, (int, float, np.integer, np.floating)) and not isinstance(pad, bool):
             p = ck.as_int(pad, "pad")
             if p < 0:
                 raise ValueError(f"pad: got {p}; expected a non-negative number")
-            (pt, pb), (pl, pr) = (p, p), (p, p)
+            pads_h = pads_w = (p, p)
         else:
-            (pt, pb), (pl, pr) = _explicit_pads(pad, data_format)
-        oh = _round((H + pt + pb - eff_h) / sh + 1, rounding)
-        ow = _round((W + pl + pr - eff_w) / sw + 1, rounding)
+            pads_h, pads_w = _explicit_pads(pad, data_format)
+    oh, pt, pb = conv_output_size(H, fh, sh, dh, kind, pads_h, rounding)
+    ow, pl, pr = conv_output_size(W, fw, sw, dw, kind, pads_w, rounding)
     for k, (o, actual, i, f, s, d) in enumerate(((oh, dOH, H, fh, sh, dh), (ow, dOW, W, fw, sw, dw))):
         if o < 0:
             raise ValueError(f"inputShape: spatial dimension {k} of size {i} is smaller than the "
@@ -180,7 +194,8 @@ def conv_problem(inputs, attrs):
     if oh * ow * fh * fw * C > ck.MAX_AXIS or fh * fw * C * dOC > ck.MAX_AXIS:
         raise ValueError(f"dy: one image's columns ({oh}x{ow} x {fh}x{fw}x{C}) exceed the "
                          f"{ck.MAX_AXIS} elements a BLAS call can address")
-    return ConvProblem(dy, w, channels_last, N, H, W, C, oh, ow, dOC, fh, fw, sh, sw, dh, dw, pt, pl)
+    return ConvProblem(dy, w, channels_last, N, H, W, C, oh, ow, dOC, fh, fw, sh, sw, dh, dw, pt, pl,
+                       pb, pr)
 
 
 def functional_attrs(input_sizes, filter, out_backprop, strides, padding, explicit_paddings,

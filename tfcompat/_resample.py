@@ -2,37 +2,22 @@
 
 Each parser turns the tfjs-style ``inputs``/``attrs`` of one kernel into a
 :class:`ResampleProblem`: the validated ``dy`` and its :class:`ResampleLayout` (batch, channels,
-layout, dtypes, and one :class:`Axis` per spatial axis naming the coordinate rule). Backends
-only compute; everything that can fail is here.
-
-Every check but the conversions of the inputs themselves depends on shapes, dtypes and
-attributes alone, so it runs in a function cached on them (``_*_layout``): a training loop that
-calls with the same shapes on every step validates once. (ResizeGrad's ``scales`` are an input
-that shapes its axes; its parser runs in full on every call.) A failed check raises on every call
-(``functools.lru_cache`` never stores an exception). Measured: the Python side of an R4-sized
-ResizeBilinearGrad call (SPEC.md 7) took 65 us of 290 in the comparison command's order, where
-TensorFlow and PyTorch run between our calls and leave the interpreter's caches cold, and
-20 us back to back; the parsing and checks were more than half of it.
+layout, dtypes, and one :class:`Axis` per spatial axis naming its coordinate rule). Backends
+only compute; everything that can fail is here. The formulas are in docs/semantics.md.
 """
-import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from . import _checks as ck
-from .registry import (INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
-                       RESIZE_NEAREST_NEIGHBOR_GRAD)
+from ._simd import kernels as _kernels
+from .kernel_names import (INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                           RESIZE_NEAREST_NEIGHBOR_GRAD)
 
-# Coordinate rules (the same numbers as in _kernels.pyx). See SPEC.md sections 1, 2 and 4.
-LIN_TF_HALF, LIN_TF_ALIGN, LIN_TF_ASYM, LIN_PT_HALF, LIN_ORT_HALF, LIN_ORT_ALIGN = range(6)
-NN_HALF, NN_ALIGN, NN_ASYM, NN_ALIGN_HALF = 10, 11, 12, 13
-LINEAR_RULES = (LIN_TF_HALF, LIN_TF_ALIGN, LIN_TF_ASYM, LIN_PT_HALF, LIN_ORT_HALF, LIN_ORT_ALIGN)
-RULE_NAMES = {LIN_TF_HALF: "linear/half_pixel", LIN_TF_ALIGN: "linear/align_corners",
-              LIN_TF_ASYM: "linear/asymmetric", LIN_PT_HALF: "linear/pytorch_half_pixel",
-              LIN_ORT_HALF: "linear/ort_half_pixel", LIN_ORT_ALIGN: "linear/ort_align_corners",
-              NN_HALF: "nearest/half_pixel", NN_ALIGN: "nearest/align_corners",
-              NN_ASYM: "nearest/asymmetric", NN_ALIGN_HALF: "nearest/align_corners+half_pixel"}
+# The coordinate rules: one definition, in tfcompat/csrc/rules.h, exported by the extension.
+Rule = _kernels.Rule
+LINEAR_RULES = frozenset(r for r in Rule if r.name.startswith("LINEAR_"))
 
 
 @dataclass(frozen=True)
@@ -47,6 +32,11 @@ class Axis:
     @property
     def linear(self):
         return self.rule in LINEAR_RULES
+
+    def describe(self):
+        """'linear/half_pixel' and the like: the rule in words, for reports."""
+        family, _, mode = self.rule.name.lower().partition("_")
+        return f"{family}/{mode}"
 
 
 class ArrayMeta(NamedTuple):
@@ -79,14 +69,14 @@ class ResampleLayout:
     def linear(self):
         return self.axes[0].linear
 
-    @functools.cached_property
+    @property
     def out_shape(self):
         spatial = tuple(a.in_size for a in self.axes)
         if self.channels_last:
             return (self.batch,) + spatial + (self.channels,)
         return (self.batch, self.channels) + spatial
 
-    @functools.cached_property
+    @property
     def compute_dtype(self):
         """float64 when dy or the output is float64, else float32 (integers: their own)."""
         if self.dy_dtype.kind in "iu":
@@ -168,7 +158,6 @@ def _tf_pair_problem(kernel, inputs, attrs, nearest):
                                                half, nearest))
 
 
-@functools.lru_cache(maxsize=256)
 def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
     ck.check_rank(dy, "dy", 4, "[batch, height, width, channels]")
     if len(img_shape) != 4:
@@ -179,8 +168,8 @@ def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
         if img_dtype != dy.dtype:
             raise TypeError(f"images: got dtype {img_dtype}; expected the dtype of dy ({dy.dtype}), "
                             "as TF's ResizeNearestNeighborGrad has one type T")
-        rule = (NN_ALIGN_HALF if align and half else NN_ALIGN if align
-                else NN_HALF if half else NN_ASYM)
+        rule = (Rule.NEAREST_ALIGN_HALF if align and half else Rule.NEAREST_ALIGN_CORNERS
+                if align else Rule.NEAREST_HALF_PIXEL if half else Rule.NEAREST_ASYMMETRIC)
     else:
         if align and half:
             raise ValueError("alignCorners: got True together with halfPixelCenters=True; "
@@ -189,7 +178,8 @@ def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
         if img_dtype not in ck.FLOAT_DTYPES:
             raise TypeError(f"images: got dtype {img_dtype}; expected one of "
                             f"{ck.dtype_names(ck.FLOAT_DTYPES)}")
-        rule = LIN_TF_ALIGN if align else LIN_TF_HALF if half else LIN_TF_ASYM
+        rule = (Rule.LINEAR_ALIGN_CORNERS if align else Rule.LINEAR_HALF_PIXEL if half
+                else Rule.LINEAR_ASYMMETRIC)
     _check_batch_channels(dy, img_shape, "dy", "images", True)
     _check_positive_spatial(dy.shape, "dy", True)
     _check_positive_spatial(img_shape, "images", True)
@@ -211,11 +201,16 @@ def resize_nearest_neighbor_grad_problem(inputs, attrs):
 INTERP_MODES = {"nearest": (1, 2, 3), "linear": (1, 2, 3), "bilinear": (2,), "trilinear": (3,)}
 INTERP_TRANSFORMS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
                      "tf_half_pixel_for_nn")
-_INTERP_LINEAR_RULE = {"half_pixel": LIN_TF_HALF, "align_corners": LIN_TF_ALIGN,
-                       "asymmetric": LIN_TF_ASYM, "pytorch_half_pixel": LIN_PT_HALF,
-                       "tf_half_pixel_for_nn": LIN_TF_HALF}
-_INTERP_NEAREST_RULE = {"half_pixel": NN_HALF, "align_corners": NN_ALIGN, "asymmetric": NN_ASYM,
-                        "pytorch_half_pixel": NN_HALF, "tf_half_pixel_for_nn": NN_HALF}
+_INTERP_LINEAR_RULE = {"half_pixel": Rule.LINEAR_HALF_PIXEL,
+                       "align_corners": Rule.LINEAR_ALIGN_CORNERS,
+                       "asymmetric": Rule.LINEAR_ASYMMETRIC,
+                       "pytorch_half_pixel": Rule.LINEAR_PYTORCH_HALF_PIXEL,
+                       "tf_half_pixel_for_nn": Rule.LINEAR_HALF_PIXEL}
+_INTERP_NEAREST_RULE = {"half_pixel": Rule.NEAREST_HALF_PIXEL,
+                        "align_corners": Rule.NEAREST_ALIGN_CORNERS,
+                        "asymmetric": Rule.NEAREST_ASYMMETRIC,
+                        "pytorch_half_pixel": Rule.NEAREST_HALF_PIXEL,
+                        "tf_half_pixel_for_nn": Rule.NEAREST_HALF_PIXEL}
 _INTERP_DTYPES = ck.FLOAT_DTYPES
 
 
@@ -231,7 +226,7 @@ def interpolate_backward_problem(inputs, attrs):
     data_format = ck.choice(attrs.get("data_format", "NXC"), "data_format", ("NXC", "NCX"))
     layout = _interpolate_layout(_meta(diff_dst), src_shape, src_dtype, mode, transform,
                                  data_format)
-    # sizes and scales only describe the resized shape (SPEC.md 4): checked against it last
+    # sizes and scales only describe the resized shape (docs/semantics.md): checked last
     in_sp = tuple(a.in_size for a in layout.axes)
     out_sp = _spatial(diff_dst.shape, layout.channels_last)
     sizes = inputs.get("sizes") if inputs.get("sizes") is not None else attrs.get("sizes")
@@ -250,7 +245,6 @@ def interpolate_backward_problem(inputs, attrs):
     return ResampleProblem(diff_dst, layout)
 
 
-@functools.lru_cache(maxsize=256)
 def _interpolate_layout(diff_dst, src_shape, src_dtype, mode, transform, data_format):
     kernel = INTERPOLATE_BACKWARD
     channels_last = data_format == "NXC"
@@ -313,7 +307,8 @@ def resize_grad_problem(inputs, attrs):
             raise ValueError(f"scales: got {list(scales)}, giving resized spatial shape {list(want)} "
                              f"= floor(X size * scale); dY's is {list(dy.shape[2:])}")
         ort_scales = scales[2:]
-    rule = LIN_ORT_ALIGN if transform == "align_corners" else LIN_ORT_HALF
+    rule = (Rule.LINEAR_ORT_ALIGN_CORNERS if transform == "align_corners"
+            else Rule.LINEAR_ORT_HALF_PIXEL)
     axes = tuple(Axis(int(i), int(o), rule, float(s))
                  for i, o, s in zip(x_shape[2:], dy.shape[2:], ort_scales))
     return ResampleProblem(dy, ResampleLayout(kernel, dy.dtype, int(dy.shape[0]),

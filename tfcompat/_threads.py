@@ -50,10 +50,7 @@ def get_num_threads():
     """The number of threads the next kernel call will use."""
     n = _requested
     if type(n) is int and n > 0:
-        # checked when it was set, and nothing else can change it: with the caches cold
-        # (other frameworks running between our calls) resolving it again cost 3-4 us of an
-        # R4 nearest call (SPEC.md 7)
-        return n
+        return n  # checked when it was set, and nothing else changes it
     return _resolve(n)
 
 

@@ -7,19 +7,13 @@ the kernel of the chosen backend, so a backend registered by a user works here t
 import numpy as np
 
 from . import _checks as ck, _conv
-from ._resample import ArrayMeta
-from .registry import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                       RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, _default_funcs, get_backend,
-                       get_kernel)
+from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
+                           RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from .registry import get_kernel
 
 
 def _run(kernel_name, backend, inputs, attrs):
-    if backend is None:
-        func = _default_funcs.get(kernel_name)
-        if func is not None:
-            return func(inputs, attrs)
-    name = get_backend() if backend is None else backend
-    return get_kernel(kernel_name, name).kernel_func(inputs, attrs)
+    return get_kernel(kernel_name, backend).kernel_func(inputs, attrs)
 
 
 def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pixel_centers=False,
@@ -27,7 +21,7 @@ def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pix
     """Gradient of a bilinear resize with respect to the original image.
 
     ``dx[b, lo_y|hi_y, lo_x|hi_x, c] += (grads[b, y, x, c] * w_y) * w_x`` over the four corners
-    of every resized pixel, with TF's float32 coordinates (SPEC.md 1).
+    of every resized pixel, with TF's float32 coordinates (docs/semantics.md).
 
     Parameters
     ----------
@@ -48,51 +42,33 @@ def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pix
 def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel_centers=False,
                                  backend=None):
     """Gradient of a nearest-neighbour resize: each ``grads`` element is added to the one
-    original pixel it was copied from (SPEC.md 2).
+    original pixel it was copied from (docs/semantics.md).
 
     ``size`` is ``[I_h, I_w]``. dtypes: uint8, int8, int32 (sums wrap as in TF), float16,
     bfloat16 (summed in float32, rounded once), float32, float64. Both flags True is accepted,
     as TF's grad accepts it: the index is ``roundf((x + 0.5) * scale)`` with the align-corners
     scale.
     """
-    images = None
-    if (type(grads) is np.ndarray and type(size) in (list, tuple) and len(size) == 2
-            and type(size[0]) is int and type(size[1]) is int):
-        # the common call, looked up with no function call (with the caches cold, the checks'
-        # calls cost 5-10 us of an R4 nearest call, SPEC.md 7)
-        images = _known_images.get((grads.shape, grads.dtype, size[0], size[1]))
-    if images is None:
-        grads = ck.as_array(grads, "grads")
-        images = _nearest_images(grads.shape, grads.dtype, ck.as_int_tuple(size, "size", (2,)))
-    return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend, {"dy": grads, "images": images},
-                {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})
-
-
-# (grads shape, dtype, size[0], size[1]) -> images, for calls that passed _nearest_images'
-# checks; its keys hold the checked int sizes, so only int sizes can match them
-_known_images = {}
-
-
-def _nearest_images(grads_shape, dtype, size):
-    """The registry's ``images`` input for ``size``: a read-only array of zeros with no memory
-    of its own (only its shape and dtype are used), after the checks that name ``size``.
-    Cached on its arguments (at most 64), as the parsers' checks are (see
-    tfcompat/_resample.py)."""
-    key = (grads_shape, dtype) + tuple(size)
-    images = _known_images.get(key)
-    if images is not None:
-        return images
-    ck.check_rank(ArrayMeta(grads_shape, dtype), "grads", 4, "[batch, height, width, channels]")
+    grads = ck.as_array(grads, "grads")
+    size = ck.as_int_tuple(size, "size", (2,))
+    ck.check_rank(grads, "grads", 4, "[batch, height, width, channels]")
     if min(size) < 1:
         raise ValueError(f"size: got {list(size)}; spatial dimension {size.index(min(size))} is "
                          f"{min(size)}, expected >= 1")
-    shape = (grads_shape[0], size[0], size[1], grads_shape[3])
-    ck.check_size(shape, "images", max(dtype.itemsize, 4))
-    images = np.broadcast_to(np.zeros((), dtype=dtype), shape)
-    if len(_known_images) >= 64:
-        _known_images.clear()
-    _known_images[key] = images
-    return images
+    shape = (grads.shape[0], size[0], size[1], grads.shape[3])
+    ck.check_size(shape, "images", max(grads.dtype.itemsize, 4))
+    return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend,
+                {"dy": grads, "images": _shape_only(shape, grads.dtype)},
+                {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})
+
+
+_ZEROS = bytes(16)
+
+
+def _shape_only(shape, dtype):
+    """The registry's ``images`` input for a call that has only its size: a read-only array of
+    zeros with no memory of its own (only its shape and dtype are used)."""
+    return np.ndarray(shape, dtype, buffer=_ZEROS, strides=(0,) * len(shape))
 
 
 def conv2d_backprop_input(input_sizes, filter, out_backprop, *, strides, padding,
@@ -114,7 +90,7 @@ def conv2d_backprop_input(input_sizes, filter, out_backprop, *, strides, padding
 def interpolate_backward(src, diff_dst, *, mode, coordinate_transformation_mode="half_pixel",
                          sizes=None, scales=None, data_format="NXC", backend=None):
     """oneDNN graph ``InterpolateBackward``: the gradient of an N-D (1 to 3 spatial axes)
-    nearest or linear interpolation, NXC or NCX (SPEC.md 4).
+    nearest or linear interpolation, NXC or NCX (docs/semantics.md).
 
     ``mode``: 'nearest', 'linear', 'bilinear' (2-D), 'trilinear' (3-D).
     ``coordinate_transformation_mode``: 'half_pixel', 'align_corners', and the extensions
@@ -135,7 +111,8 @@ def resize_grad(dy, x, *, roi=None, scales=None, mode="linear",
                 coordinate_transformation_mode="half_pixel", backend=None):
     """ONNX Runtime training ``ResizeGrad`` (com.microsoft): NCHW linear, with ORT's source
     index ``max(0, scale*(x+0.5) - 0.5)`` and ``scale = 1/scales[i]`` when ``scales`` are
-    given (SPEC.md 4). ``roi`` is accepted and ignored, as in ORT. Deterministic, on the CPU.
+    given (docs/semantics.md). ``roi`` is accepted and ignored, as in ORT. Deterministic, on
+    the CPU.
     """
     inputs = {"dY": dy, "X": x, "roi": roi, "scales": scales}
     return _run(RESIZE_GRAD, backend, inputs,

@@ -1,7 +1,9 @@
 """A tfjs-style kernel registry.
 
-A kernel is found by its name (one of the five constants below, or a name of your own) and
-the name of a backend. Keys are ``(backend_name, kernel_name)`` tuples, so backend names may
+A kernel is found by its name (one of the five in :mod:`tfcompat.kernel_names`, or a name of
+your own) and the name of a backend. The built-in backends list their kernels in one place
+each and :func:`tfcompat.backends.register_all_kernels` registers them, as tfjs's
+``register_all_kernels.ts`` does. Keys are ``(backend_name, kernel_name)`` tuples, so backend names may
 contain any character, underscores included.
 
 Behaviour, each tested:
@@ -17,14 +19,15 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-RESIZE_BILINEAR_GRAD = "ResizeBilinearGrad"
-RESIZE_NEAREST_NEIGHBOR_GRAD = "ResizeNearestNeighborGrad"
-CONV2D_BACKPROP_INPUT = "Conv2DBackpropInput"
-INTERPOLATE_BACKWARD = "InterpolateBackward"
-RESIZE_GRAD = "ResizeGrad"
+from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,  # noqa: F401
+                           KERNEL_NAMES, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                           RESIZE_NEAREST_NEIGHBOR_GRAD)
 
-KERNEL_NAMES = (RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, CONV2D_BACKPROP_INPUT,
-                INTERPOLATE_BACKWARD, RESIZE_GRAD)
+class UnsupportedError(NotImplementedError):
+    """Raised by a kernel_func for an input or attribute combination its backend does not
+    have (a peer framework without that mode, say). Valid for the kernel, so not a ValueError;
+    ``python -m conformance`` reports it as n/a, never as a failure."""
+
 
 KernelFunc = Callable[[Mapping[str, Any], Mapping[str, Any]], np.ndarray]
 
@@ -47,18 +50,6 @@ class KernelConfig:
 
 
 _registry: dict[tuple[str, str], KernelConfig] = {}
-# kernel name -> kernel_func of the default backend: the functional API's one lookup for a
-# call with backend=None. Kept in step with _registry and _default_backend by _sync_defaults
-# (one dict lookup instead of two function calls: with the caches cold they cost 5-10 us of an
-# R4 nearest call, SPEC.md 7). Updated in place, never rebound.
-_default_funcs: dict[str, KernelFunc] = {}
-
-
-def _sync_defaults() -> None:
-    _default_funcs.clear()
-    for (backend, name), config in _registry.items():
-        if backend == _default_backend:
-            _default_funcs[name] = config.kernel_func
 
 
 def register_kernel(config: KernelConfig, *, overwrite: bool = False) -> None:
@@ -70,7 +61,6 @@ def register_kernel(config: KernelConfig, *, overwrite: bool = False) -> None:
         raise KeyError(f"kernel {config.kernel_name!r} is already registered for backend "
                        f"{config.backend_name!r}; pass overwrite=True to replace it")
     _registry[key] = config
-    _sync_defaults()
 
 
 def unregister_kernel(kernel_name: str, backend_name: str) -> KernelConfig:
@@ -78,13 +68,14 @@ def unregister_kernel(kernel_name: str, backend_name: str) -> KernelConfig:
     key = (backend_name, kernel_name)
     if key not in _registry:
         raise KeyError(f"kernel {kernel_name!r} is not registered for backend {backend_name!r}")
-    config = _registry.pop(key)
-    _sync_defaults()
-    return config
+    return _registry.pop(key)
 
 
-def get_kernel(kernel_name: str, backend_name: str) -> KernelConfig:
-    """The registered config, or ``KeyError`` naming what is available."""
+def get_kernel(kernel_name: str, backend_name: str | None = None) -> KernelConfig:
+    """The registered config (of the default backend when ``backend_name`` is None), or
+    ``KeyError`` naming what is available."""
+    if backend_name is None:
+        backend_name = _default_backend
     try:
         return _registry[(backend_name, kernel_name)]
     except KeyError:
@@ -120,7 +111,6 @@ def set_backend(backend_name: str) -> None:
         raise ValueError(f"backend: got {backend_name!r}; expected one of {list_backends()}")
     global _default_backend
     _default_backend = backend_name
-    _sync_defaults()
 
 
 def get_backend() -> str:

@@ -1,82 +1,35 @@
-"""The ``cython`` backend: the product. Python prepares C-contiguous buffers and per-axis
-tables; one call into ``tfcompat._kernels`` does the arithmetic."""
-import functools
+"""The ``cython`` backend: the product.
+
+Every kernel function validates through the parsers (tfcompat/_resample.py,
+tfcompat/_conv.py), then runs one plan (tfcompat/csrc/plan.pxi, tfcompat/csrc/conv.pxi).
+
+Repeated calls: a resampling call whose inputs are NumPy arrays and whose attributes are plain
+values has a *call key* holding everything the parser reads (dtypes, shapes, attribute values
+and their types, the values of parameter inputs such as ``scales``). A key seen before goes
+straight to its plan, with no parsing; any other call is parsed, and its plan is found by its
+layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
+of tables, oldest out first), so a training loop validates once and memory stays bounded.
+"""
 import os
-from typing import NamedTuple
+import threading
 
 import numpy as np
 
-from .. import _checks as ck, _conv, _memory, _resample as rs
+from .. import _checks as ck, _conv as _conv_policy, _memory, _resample as rs, _tables
 from .._simd import kernels as _kernels
 from .._threads import get_num_threads
-from ..registry import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD,
-                        KernelConfig, register_kernel)
+from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, PARAMETER_INPUTS,
+                            RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from ..registry import KernelConfig
 
 BACKEND = "cython"
-_I32 = np.int32
-_F32 = np.float32
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+Kind = _kernels.ResampleKind
 
-# The trivial axis (size 1 -> 1, weight exactly 1.0f) pads 1-D and 2-D problems to 3-D.
-_TRIVIAL = (np.array([0, 1], _I32), np.array([0], _I32), np.array([1], _I32),
-            np.array([1.0], _F32), np.array([0.0], _F32))
-for _a in _TRIVIAL:
-    _a.flags.writeable = False
-
-
-def axis_forward_map(axis):
-    """(lo, hi, w_lo, w_hi) for a linear axis, or (index,) for a nearest one."""
-    O = axis.out_size
-    if axis.linear:
-        lo, hi = np.empty(O, _I32), np.empty(O, _I32)
-        wl, wh = np.empty(O, _F32), np.empty(O, _F32)
-        _kernels.linear_axis_map(axis.rule, axis.in_size, O, axis.ort_scale, lo, hi, wl, wh)
-        return lo, hi, wl, wh
-    idx = np.empty(O, _I32)
-    _kernels.nearest_axis_map(axis.rule, axis.in_size, O, idx)
-    return (idx,)
-
-
-def _gather_table(axis, fwd=None):
-    fwd = axis_forward_map(axis) if fwd is None else fwd
-    if axis.linear:
-        return _kernels.invert_axis_map(axis.in_size, *fwd, True)
-    ones = np.ones(axis.out_size, _F32)
-    return _kernels.invert_axis_map(axis.in_size, fwd[0], fwd[0], ones, ones, False)
-
-
-_CACHED_AXIS_MAX = 1 << 16
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_tables(axis):
-    fwd = axis_forward_map(axis)
-    tables = (fwd, _gather_table(axis, fwd))
-    for a in tables[0] + tables[1]:
-        a.flags.writeable = False
-    return tables
-
-
-def _cacheable(axis):
-    return axis.out_size + axis.in_size <= _CACHED_AXIS_MAX
-
-
-def forward_map(axis):
-    """axis_forward_map(axis), from the cache for a small axis (see axis_tables)."""
-    return _cached_tables(axis)[0] if _cacheable(axis) else axis_forward_map(axis)
-
-
-def gather_table(axis):
-    """_gather_table(axis), from the cache for a small axis (see axis_tables)."""
-    return _cached_tables(axis)[1] if _cacheable(axis) else _gather_table(axis)
-
-
-def axis_tables(axis):
-    """(forward map, gather table) of one axis. Both depend on the axis alone, and a training
-    loop asks for the same ones on every step, so axes whose two sizes add up to at most 65536
-    are cached (read-only arrays, 64 axes at most); a call of a few KB spent about a third of
-    its Python time rebuilding them. Larger axes are built on every call, and only the table
-    the call needs."""
-    return forward_map(axis), gather_table(axis)
+# ---------------------------------------------------------------------------------------------
+# dtype conversions at the edges
+# ---------------------------------------------------------------------------------------------
 
 
 def _half_kind(dtype):
@@ -91,9 +44,8 @@ def _half_kind(dtype):
 def to_float32(arr, nthreads):
     """A C-contiguous float32 copy of a float16/bfloat16 array (exact), in parallel."""
     src = np.ascontiguousarray(arr)
-    out = np.empty(src.shape, _F32)
-    _kernels.to_float32(src.reshape(-1).view(np.uint16), out.reshape(-1), _half_kind(arr.dtype),
-                        nthreads)
+    out = np.empty(src.shape, F32)
+    _kernels.to_float32(src, out, _half_kind(arr.dtype), nthreads)
     return out
 
 
@@ -101,115 +53,210 @@ def round_to(dx, dtype, nthreads):
     """The float32 array ``dx`` rounded once to ``dtype`` (nearest even), in parallel where
     ``dtype`` is float16 or bfloat16."""
     kind = _half_kind(dtype)
-    if kind is None or dx.dtype != _F32:
+    if kind is None or dx.dtype != F32:
         return dx.astype(dtype)
     src = np.ascontiguousarray(dx)
     out = _memory.empty(src.shape, dtype)
-    _kernels.from_float32(src.reshape(-1), out.reshape(-1).view(np.uint16), kind, nthreads)
+    _kernels.from_float32(src, out, kind, nthreads)
     return out
 
 
-# integer nearest grads are summed as unsigned integers of the same width: the sums wrap as TF's
-_UNSIGNED = {np.dtype(np.int8): np.dtype(np.uint8), np.dtype(np.uint8): np.dtype(np.uint8),
-             np.dtype(np.int32): np.dtype(np.uint32)}
+# ---------------------------------------------------------------------------------------------
+# Resampling: plans and the one bounded cache
+# ---------------------------------------------------------------------------------------------
+
+# (linear, the dtype the kernel reads, the dtype it sums in) -> kernel kind; integer nearest
+# grads are summed as unsigned integers of their width, whose sums wrap as TF's do
+_KINDS = {
+    (True, F32, F32): Kind.LINEAR_F32, (True, F32, F64): Kind.LINEAR_F32_F64,
+    (True, F64, F64): Kind.LINEAR_F64,
+    (False, F32, F32): Kind.NEAREST_F32, (False, F64, F64): Kind.NEAREST_F64,
+    (False, np.dtype(np.uint8), np.dtype(np.uint8)): Kind.NEAREST_U8,
+    (False, np.dtype(np.int8), np.dtype(np.int8)): Kind.NEAREST_U8,
+    (False, np.dtype(np.int32), np.dtype(np.int32)): Kind.NEAREST_U32,
+}
 
 
-def _kernel_buffers(problem, plan, nthreads):
-    """dy as the kernel reads it: C-contiguous, flat, of the plan's source type."""
-    if plan.widen_half:
-        return to_float32(problem.dy, nthreads).reshape(-1)
-    return np.ascontiguousarray(problem.dy, plan.copy_dtype).view(plan.src_dtype).reshape(-1)
+class ResamplePlan:
+    """What a validated resampling layout needs at run time: the compiled plan (sizes, tables,
+    kernel kind), dy's and dx's dtypes and the conversions between them and the kernel's.
 
+    ``plan(dy, num_threads)`` returns dx. ``dy`` has the layout's dtype and shape (the parser
+    or the call key proved it); an aligned C-contiguous dy whose dx needs no rounding goes to
+    the kernel as it is."""
 
-def _padded_axes(layout):
-    """The layout's axes padded to 3-D at the front (None: the trivial axis)."""
-    return (None,) * (3 - len(layout.axes)) + tuple(layout.axes)
+    __slots__ = ("kernel", "empty", "out_shape", "out_dtype", "src_dtype", "acc_dtype",
+                 "widen", "direct", "work_per_thread", "nbytes")
 
+    def __init__(self, layout):
+        self.out_shape = layout.out_shape
+        self.out_dtype = layout.out_dtype
+        self.empty = layout.empty
+        self.kernel = None
+        self.nbytes = 0
+        if self.empty:
+            return
+        dt = layout.dy_dtype
+        if dt.kind in "iu":
+            src = acc = dt
+        else:
+            acc = layout.compute_dtype
+            # a linear resize reads float32 or float64 grads; a nearest one sums in the type
+            # it reads; float16/bfloat16 grads are widened to float32 first
+            src = (F64 if dt == F64 else F32) if layout.linear else acc
+        self.src_dtype, self.acc_dtype = src, acc
+        self.widen = dt != src
+        self.direct = not self.widen and (acc == self.out_dtype)
+        if layout.channels_last:
+            rows_b, channels = layout.batch, layout.channels
+        else:
+            rows_b, channels = layout.batch * layout.channels, 1
+        axes = (None,) * (3 - len(layout.axes)) + tuple(layout.axes)
+        ins = tuple(1 if a is None else a.in_size for a in axes)
+        outs = tuple(1 if a is None else a.out_size for a in axes)
+        kind = _KINDS[(layout.linear, src, acc)]
+        tables = _tables.resample_tables(layout.axes, channels, kind == Kind.NEAREST_F32)
+        # NCX float32 linear: each thread transposes eight channel rows into scratch
+        self.work_per_thread = ((outs[2] + ins[2]) * 8
+                                if kind == Kind.LINEAR_F32 and channels == 1 else 0)
+        self.kernel = _kernels.ResamplePlan(kind, (rows_b,) + ins + outs + (channels,), tables,
+                                            self.work_per_thread)
+        self.nbytes = tables.nbytes
 
-def _tables(axes):
-    """The kernel's table arguments for 3-D ``axes``: z and y gather tables, x forward map;
-    a nearest call passes only the tables' index arrays."""
-    z_tab = _TRIVIAL if axes[0] is None else gather_table(axes[0])
-    y_tab = _TRIVIAL if axes[1] is None else gather_table(axes[1])
-    x_map = forward_map(axes[2])
-    if axes[2].linear:
-        return z_tab + y_tab + x_map
-    return z_tab[:2] + y_tab[:2] + x_map
-
-
-# A plan keeps its tables when they are this small: 256 plans then hold at most 16 MiB of
-# tables, where larger tables (up to ~1 MiB an axis) stay bounded by the axis cache (64 axes).
-_PLAN_TABLE_BYTES = 64 << 10
-
-
-class _Plan(NamedTuple):
-    sizes: tuple        # the kernel's (rows_b, Iz, Iy, Ix, Oz, Oy, Ox, C)
-    tables: tuple       # its table arguments; None when larger than _PLAN_TABLE_BYTES
-    copy_dtype: np.dtype    # dy's C-contiguous copy (when it is not already one)...
-    src_dtype: np.dtype     # ...viewed as the type the kernel reads
-    widen_half: bool        # float16/bfloat16 dy: widened to float32 by to_float32 instead
-    acc_dtype: np.dtype     # dx as the kernel writes it
-    dx_size: int
-    resampler: object       # a _kernels.Resampler when the tables are kept and dy and dx need
-                            # no conversion (float32, float64, the integers), else None
-
-
-@functools.lru_cache(maxsize=256)
-def _plan(layout):
-    """What ``resample`` derives from a layout: sizes, small tables and dtypes. Cached per
-    layout, so a repeated call only looks it up."""
-    axes = _padded_axes(layout)
-    in3 = tuple(1 if a is None else a.in_size for a in axes)
-    out3 = tuple(1 if a is None else a.out_size for a in axes)
-    if layout.channels_last:
-        rows_b, C = layout.batch, layout.channels
-    else:
-        rows_b, C = layout.batch * layout.channels, 1
-    tables = _tables(axes) if all(a is None or _cacheable(a) for a in axes) else None
-    if tables is not None and sum(t.nbytes for t in tables) > _PLAN_TABLE_BYTES:
-        tables = None
-    dt = layout.dy_dtype
-    if dt in _UNSIGNED:
-        copy, src = dt, _UNSIGNED[dt]
-        acc = src
-    else:
-        acc = layout.compute_dtype
-        # a linear resize reads float32 or float64 grads; a nearest one sums in the type it reads
-        copy = src = (ck.FLOAT64 if dt == ck.FLOAT64 else ck.FLOAT32) if layout.linear else acc
-    widen = src == _F32 and _half_kind(dt) is not None
-    sizes = (rows_b,) + in3 + out3 + (C,)
-    out = layout.out_dtype
-    resampler = None
-    if (tables is not None and not widen and copy == dt and not layout.empty
-            and (out == acc or dt in _UNSIGNED)):
-        resampler = _kernels.Resampler(layout.linear, sizes, tables, src, acc, dt,
-                                       layout.out_shape, out)
-    return _Plan(sizes, tables, copy, src, widen, acc, rows_b * in3[0] * in3[1] * in3[2] * C,
-                 resampler)
-
-
-def resample(problem, num_threads=None):
-    out_shape = problem.out_shape
-    if problem.empty:
-        return np.zeros(out_shape, dtype=problem.out_dtype)
-    nthreads = get_num_threads() if num_threads is None else num_threads
-    plan = _plan(problem.layout)
-    if plan.resampler is not None:
-        dx = plan.resampler.run(problem.dy, nthreads)
-        if dx is not None:  # dy was an aligned C-contiguous ndarray of the layout's dtype
+    def __call__(self, dy, nthreads):
+        if self.empty:
+            return np.zeros(self.out_shape, dtype=self.out_dtype)
+        work = (np.empty(self.work_per_thread * nthreads, F32) if self.work_per_thread
+                else None)
+        if self.direct and dy.flags.c_contiguous and dy.flags.aligned:
+            dx = _memory.empty(self.out_shape, self.out_dtype)
+            self.kernel.run(dy, dx, nthreads, work)
             return dx
-    tables = plan.tables if plan.tables is not None else _tables(_padded_axes(problem.layout))
-    dy = _kernel_buffers(problem, plan, nthreads)
-    dx = _memory.empty(plan.dx_size, plan.acc_dtype)
-    if problem.linear:
-        _kernels.linear_backward(dy, dx, *plan.sizes, *tables, nthreads)
-    else:
-        _kernels.nearest_backward(dy, dx, *plan.sizes, *tables, nthreads)
-    dx = dx.reshape(out_shape)
-    if problem.dy.dtype.kind in "iu":
-        return dx.view(problem.dy.dtype)
-    return dx if dx.dtype == problem.out_dtype else round_to(dx, problem.out_dtype, nthreads)
+        if self.widen:
+            src = to_float32(dy, nthreads)
+        else:
+            src = np.require(dy, requirements="CA")
+        dx = _memory.empty(self.out_shape, self.acc_dtype)
+        self.kernel.run(src, dx, nthreads, work)
+        return dx if dx.dtype == self.out_dtype else round_to(dx, self.out_dtype, nthreads)
 
+
+MAX_PLANS = 256
+MAX_PLAN_BYTES = 64 << 20
+
+
+class PlanCache:
+    """At most ``max_plans`` plans holding at most ``max_bytes`` bytes of tables; a plan larger
+    than that is not kept, and the oldest plans make room for a new one. Lookups take no
+    lock; insertions do."""
+
+    def __init__(self, max_plans=MAX_PLANS, max_bytes=MAX_PLAN_BYTES):
+        self.max_plans, self.max_bytes = max_plans, max_bytes
+        self.plans = {}
+        self.nbytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        return self.plans.get(key)
+
+    def put(self, key, plan):
+        if plan.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            if key in self.plans:
+                return
+            while self.plans and (len(self.plans) >= self.max_plans
+                                  or self.nbytes + plan.nbytes > self.max_bytes):
+                self.nbytes -= self.plans.pop(next(iter(self.plans))).nbytes
+            self.plans[key] = plan
+            self.nbytes += plan.nbytes
+
+    def clear(self):
+        with self._lock:
+            self.plans.clear()
+            self.nbytes = 0
+
+
+_PLANS = PlanCache()
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+def _freeze(value):
+    """A hashable, type-exact stand-in for an attribute or parameter value."""
+    t = type(value)
+    if value is None or t in (bool, int, float, str):
+        return (t, value)
+    if t in (list, tuple):
+        return (t, tuple(_freeze(v) for v in value))
+    if t is np.ndarray and value.dtype.kind in "biuf" and value.size <= 64:
+        return (t, value.dtype, value.shape, value.tobytes())
+    raise _Unkeyable
+
+
+def call_key(kernel_name, inputs, attrs):
+    """The call key (see the module docstring), or None for a call it cannot describe: one
+    whose inputs are not NumPy arrays, or whose attributes are not plain values."""
+    if type(inputs) is not dict or type(attrs) is not dict:
+        return None
+    params = PARAMETER_INPUTS.get(kernel_name, ())
+    parts = [kernel_name]
+    try:
+        for name, value in inputs.items():
+            if name in params:
+                parts.append((name, _freeze(value)))
+            elif type(value) is np.ndarray:
+                parts.append((name, value.dtype, value.shape))
+            elif value is None:
+                parts.append((name, None))
+            else:
+                return None
+        for name, value in attrs.items():
+            t = type(value)
+            parts.append((name, t, value) if t is bool or t is str else (name, _freeze(value)))
+    except _Unkeyable:
+        return None
+    return tuple(parts)
+
+
+def _resample(kernel_name, dy_name, parser, inputs, attrs):
+    key = call_key(kernel_name, inputs, attrs)
+    plan = None if key is None else _PLANS.get(key)
+    if plan is not None:
+        return plan(inputs[dy_name], get_num_threads())
+    problem = parser(inputs, attrs)
+    plan = _PLANS.get(problem.layout)
+    if plan is None:
+        plan = ResamplePlan(problem.layout)
+        _PLANS.put(problem.layout, plan)
+    if key is not None:
+        _PLANS.put(key, plan)
+    return plan(problem.dy, get_num_threads())
+
+
+def resize_bilinear_grad(inputs, attrs):
+    return _resample(RESIZE_BILINEAR_GRAD, "dy", rs.resize_bilinear_grad_problem, inputs, attrs)
+
+
+def resize_nearest_neighbor_grad(inputs, attrs):
+    return _resample(RESIZE_NEAREST_NEIGHBOR_GRAD, "dy", rs.resize_nearest_neighbor_grad_problem,
+                     inputs, attrs)
+
+
+def interpolate_backward(inputs, attrs):
+    return _resample(INTERPOLATE_BACKWARD, "diff_dst", rs.interpolate_backward_problem, inputs,
+                     attrs)
+
+
+def resize_grad(inputs, attrs):
+    return _resample(RESIZE_GRAD, "dY", rs.resize_grad_problem, inputs, attrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Conv2DBackpropInput
+# ---------------------------------------------------------------------------------------------
 
 _blas_controller = None
 
@@ -223,11 +270,8 @@ def _blas_single_thread():
     return _blas_controller.limit(limits=1, user_api="blas")
 
 
-# The per-image conv computes an image's columns in bands of output rows, each band one GEMM of
-# at least BAND_GEMM_BYTES // itemsize column rows (512 float32, 256 float64), into a small ring
-# just ahead of the dx rows that read them, so the col2im reads them from cache. Measured on
-# the 2-core VM against whole-image columns: C1 float32 16.6 -> 12.8 ms, float64 34.2 -> 24.4;
-# C5 13.6 -> 11.1 and 54 -> 45; C2/C3 unchanged. Bands of 128 rows were slower (small GEMMs).
+# Each per-image column band is one GEMM of at least this many bytes of column rows; the ring
+# of bands keeps the columns in cache for the col2im (docs/performance.md).
 BAND_GEMM_BYTES = int(os.environ.get("TFCOMPAT_BAND_BYTES", "2048"))
 
 
@@ -248,110 +292,50 @@ def column_ring(p, h_tab, itemsize):
     return (p.OH, p.OH) if cap >= p.OH else (band, cap)
 
 
-def conv_backprop_input(problem, num_threads=None):
+_STORAGE = {None: 0, False: 1, True: 2}   # conv.pxi's STORE_NATIVE, STORE_FLOAT16, STORE_BFLOAT16
+
+
+def _run_conv(problem):
     p = problem
     if p.empty:
         return np.zeros(p.out_shape, dtype=p.dtype)
-    nthreads = get_num_threads() if num_threads is None else num_threads
+    nthreads = get_num_threads()
     ct = p.compute_dtype
     half = _half_kind(p.dtype)
     dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
+    dy = np.require(dy, requirements="CA")
     w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
-    K = p.fh * p.fw * p.C
-    rows = p.OH * p.OW
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
-    nt = max(1, min(nthreads, p.N))
-    band, cap = column_ring(p, h_tab, np.dtype(ct).itemsize)
-    if p.N >= 2 and half is not None:
-        # float16/bfloat16: each thread widens its own image, and rounds each dx row as it is
-        # finished; no float32 copy of the whole dy or dx
-        dy = np.ascontiguousarray(dy)
-        dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)
-        work = _memory.empty(nt * _kernels.conv16_work_size(p.OH, p.OW, p.OC, K, p.W * p.C,
-                                                            direct, cap), _F32)
+    # one image per thread with single-threaded BLAS inside (scikit-learn's k-means pattern)
+    # from two images on; the strategy depends on N only, never on the thread count
+    per_image = p.N >= 2
+    nt = max(1, min(nthreads, p.N)) if per_image else nthreads
+    band, cap = column_ring(p, h_tab, ct.itemsize) if per_image else (p.OH, p.OH)
+    plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
+                             per_image, direct, band, cap, _STORAGE[half], ct == F64)
+    n_work = plan.workspace(nt)
+    work = _memory.empty(n_work, ct) if n_work else None
+    dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
+    if per_image:
         with _blas_single_thread():
-            _kernels.conv_backward_per_image_16(
-                dy.reshape(-1).view(np.uint16), w2.reshape(-1), work,
-                dx.reshape(-1).view(np.uint16), p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw,
-                *h_tab, *w_tab, nt, direct, half, band, cap)
-    elif p.N >= 2:
-        # one image per thread, single-threaded BLAS inside (scikit-learn's k-means pattern);
-        # the path depends on N only, never on the thread count
-        dy = np.ascontiguousarray(dy, dtype=ct)
-        dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
-        cols = np.empty(0, ct) if direct else _memory.empty(nt * cap * p.OW * K, ct)
-        with _blas_single_thread():
-            _kernels.conv_backward_per_image(
-                dy.reshape(-1), w2.reshape(-1), cols, dx.reshape(-1), p.N, p.H, p.W, p.C, p.OH,
-                p.OW, p.OC, p.fh, p.fw, *h_tab, *w_tab, nt, direct, band, cap)
+            plan.run(dy, w2, dx, nt, work)
     else:
-        # a single image: multi-threaded BLAS, then the OpenMP col2im; half types widened first
-        dy = to_float32(dy, nthreads) if half is not None else np.ascontiguousarray(dy, dtype=ct)
-        dx = _memory.empty((p.N, p.H, p.W, p.C), ct)
-        if direct:
-            # 1x1, stride 1, no padding: dx is one GEMM, no col2im
-            np.matmul(dy.reshape(-1, p.OC), w2.T, out=dx.reshape(-1, p.C))
-        else:
-            cols = _memory.empty((rows, K), ct)
-            np.matmul(dy.reshape(rows, p.OC), w2.T, out=cols)
-            _kernels.col2im_nhwc(cols.reshape(-1), dx.reshape(-1), 1, p.H, p.W, p.C,
-                                 p.OH, p.OW, p.fh, p.fw, *h_tab, *w_tab, nthreads)
+        plan.run(dy, w2, dx, nt, work)
     if not p.channels_last:
         dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    return dx if dx.dtype == p.dtype else round_to(dx, p.dtype, nthreads)
+    return dx
 
 
-def _resample_kernel(parser):
-    def kernel_func(inputs, attrs):
-        return resample(parser(inputs, attrs))
-    return kernel_func
+def conv2d_backprop_input(inputs, attrs):
+    return _run_conv(_conv_policy.conv_problem(inputs, attrs))
 
 
-# Remembered TF-pair calls per kernel; cleared when full (each value is a plan's Resampler,
-# whose tables are at most _PLAN_TABLE_BYTES).
-_REMEMBERED_CALLS = 256
-
-
-class _TfPairKernel:
-    """kernel_func of ResizeBilinearGrad and ResizeNearestNeighborGrad. A call whose
-    ``tf_pair_key`` (tfcompat/_kernels.pyx: dy's and images' dtypes and shapes and the two
-    flags, all that the parser checks) passed the parser before goes straight from that key to
-    its layout's Resampler, in C; any other call takes the parser and ``resample``, and is
-    remembered. In the comparison command's order (TF, PyTorch and the floor between our calls)
-    this and the Resampler took an R4 nearest call through the registry (SPEC.md 7) from
-    0.21-0.30 to 0.15-0.19 ms (2026-11-24, three interleaved runs)."""
-
-    def __init__(self, parser):
-        self.parser = parser
-        self.calls = {}
-
-    def __call__(self, inputs, attrs):
-        nthreads = get_num_threads()
-        dx = _kernels.tf_pair_cached(self.calls, inputs, attrs, nthreads)
-        if dx is not None:
-            return dx
-        problem = self.parser(inputs, attrs)
-        dx = resample(problem, nthreads)
-        key = _kernels.tf_pair_key(inputs, attrs)
-        if key is not None and not problem.empty:
-            resampler = _plan(problem.layout).resampler
-            if resampler is not None:
-                if len(self.calls) >= _REMEMBERED_CALLS:
-                    self.calls.clear()
-                self.calls[key] = resampler
-        return dx
-
-
-_TF_PAIR = (RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
-
-
-def _conv_kernel(inputs, attrs):
-    return conv_backprop_input(_conv.conv_problem(inputs, attrs))
-
-
-for _name, _parser in rs.PARSERS.items():
-    _func = _TfPairKernel(_parser) if _name in _TF_PAIR else _resample_kernel(_parser)
-    register_kernel(KernelConfig(_name, BACKEND, _func))
-register_kernel(KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, _conv_kernel))
+KERNEL_CONFIGS = (
+    KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
+    KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
+    KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
+    KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
+)

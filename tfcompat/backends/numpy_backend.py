@@ -1,6 +1,6 @@
 """The ``numpy`` backend: a readable float64 reference that never touches TensorFlow.
 
-Coordinates are computed here from SPEC.md, independently of the Cython tables, in float32
+Coordinates are computed here from docs/semantics.md, independently of the Cython tables, in float32
 NumPy arithmetic (``np.float32`` scalars and arrays, so nothing is promoted to float64). The
 sums are taken in float64 (int64 for integer nearest-neighbour grads, wrapped on the final
 cast) and rounded once to the output dtype. Resampling is applied one spatial axis at a time:
@@ -10,14 +10,17 @@ matrix, stored as index/weight pairs.
 import numpy as np
 
 from .. import _conv, _resample as rs
-from ..registry import CONV2D_BACKPROP_INPUT, KernelConfig, register_kernel
+from .._resample import Rule
+from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
+                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from ..registry import KernelConfig
 
 F32 = np.float32
 BACKEND = "numpy"
 
 
 def _tf_scale(in_size, out_size, align):
-    # TF CalculateResizeScale; TF 2.21's grads use in/out when in == 1 (SPEC.md 1).
+    # TF CalculateResizeScale; TF 2.21's grads use in/out when in == 1 (docs/semantics.md)
     if align and out_size > 1 and in_size != 1:
         return F32(in_size - 1) / F32(out_size - 1)
     return F32(in_size) / F32(out_size)
@@ -34,20 +37,20 @@ def axis_taps(axis):
     I, O, rule = axis.in_size, axis.out_size, axis.rule
     x = np.arange(O, dtype=F32)
     half = F32(0.5)
-    if rule in (rs.NN_HALF, rs.NN_ALIGN, rs.NN_ASYM, rs.NN_ALIGN_HALF):
-        scale = _tf_scale(I, O, rule in (rs.NN_ALIGN, rs.NN_ALIGN_HALF))
-        if rule == rs.NN_HALF:
+    if not axis.linear:
+        scale = _tf_scale(I, O, rule in (Rule.NEAREST_ALIGN_CORNERS, Rule.NEAREST_ALIGN_HALF))
+        if rule == Rule.NEAREST_HALF_PIXEL:
             idx = np.floor((x + half) * scale)
-        elif rule == rs.NN_ASYM:
+        elif rule == Rule.NEAREST_ASYMMETRIC:
             idx = np.floor(x * scale)
-        elif rule == rs.NN_ALIGN:
+        elif rule == Rule.NEAREST_ALIGN_CORNERS:
             idx = _roundf(x * scale)
         else:
             idx = _roundf((x + half) * scale)
         idx = np.minimum(idx.astype(np.int64), I - 1)
         return [(idx, np.ones(O, dtype=F32))]
-    if rule in (rs.LIN_ORT_HALF, rs.LIN_ORT_ALIGN):
-        if rule == rs.LIN_ORT_ALIGN:
+    if rule in (Rule.LINEAR_ORT_HALF_PIXEL, Rule.LINEAR_ORT_ALIGN_CORNERS):
+        if rule == Rule.LINEAR_ORT_ALIGN_CORNERS:
             scale = F32(I - 1) / F32(O - 1) if O > 1 else F32(0)
             s = scale * x
         else:
@@ -57,10 +60,10 @@ def axis_taps(axis):
         i1 = np.where(i0 < I - 1, i0 + 1, i0)
         l1 = s - i0.astype(F32)
         return [(i0, F32(1) - l1), (i1, l1)]
-    scale = _tf_scale(I, O, rule == rs.LIN_TF_ALIGN)
-    if rule == rs.LIN_TF_HALF or (rule == rs.LIN_PT_HALF and O > 1):
+    scale = _tf_scale(I, O, rule == Rule.LINEAR_ALIGN_CORNERS)
+    if rule == Rule.LINEAR_HALF_PIXEL or (rule == Rule.LINEAR_PYTORCH_HALF_PIXEL and O > 1):
         s = (x + half) * scale - half
-    elif rule == rs.LIN_PT_HALF:
+    elif rule == Rule.LINEAR_PYTORCH_HALF_PIXEL:
         s = np.zeros(O, dtype=F32)
     else:
         s = x * scale
@@ -92,7 +95,7 @@ def _segment_add(out, idx, contrib):
 
 def resample(problem, absolute=False):
     """Reference result of any resize-type problem. ``absolute=True`` applies the same
-    backward to |dy| (the conformance metric's magnitude sum, SPEC.md 6)."""
+    backward to |dy| (the conformance metric's magnitude sum, docs/semantics.md)."""
     if problem.empty:
         return np.zeros(problem.out_shape, dtype=problem.out_dtype)
     integer = problem.dy.dtype.kind in "iu"
@@ -131,16 +134,30 @@ def conv_backprop_input(problem, absolute=False):
     return np.ascontiguousarray(dx).astype(p.dtype)
 
 
-def _resample_kernel(parser):
-    def kernel_func(inputs, attrs):
-        return resample(parser(inputs, attrs))
-    return kernel_func
+def resize_bilinear_grad(inputs, attrs):
+    return resample(rs.resize_bilinear_grad_problem(inputs, attrs))
 
 
-def _conv_kernel(inputs, attrs):
+def resize_nearest_neighbor_grad(inputs, attrs):
+    return resample(rs.resize_nearest_neighbor_grad_problem(inputs, attrs))
+
+
+def conv2d_backprop_input(inputs, attrs):
     return conv_backprop_input(_conv.conv_problem(inputs, attrs))
 
 
-for _name, _parser in rs.PARSERS.items():
-    register_kernel(KernelConfig(_name, BACKEND, _resample_kernel(_parser)))
-register_kernel(KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, _conv_kernel))
+def interpolate_backward(inputs, attrs):
+    return resample(rs.interpolate_backward_problem(inputs, attrs))
+
+
+def resize_grad(inputs, attrs):
+    return resample(rs.resize_grad_problem(inputs, attrs))
+
+
+KERNEL_CONFIGS = (
+    KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
+    KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
+    KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
+    KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
+)

@@ -8,15 +8,17 @@ places them (a GPU when TF has one) unless :func:`on_device` says otherwise.
   with ``tf.GradientTape``, of a chain of one-axis resizes (each a 2-D TF resize whose other
   axis is resized to its own size, which is the identity in every TF mapping).
 * ResizeGrad: TF's half-pixel / align-corners bilinear grad, which is ORT's mapping whenever
-  ORT's scale equals TF's size ratio; other ``scales`` raise ``NotImplementedError``.
+  ORT's scale equals TF's size ratio; other ``scales`` raise ``tfcompat.UnsupportedError``.
 """
 import contextlib
 
 import numpy as np
 
 from .. import _checks as ck, _conv, _resample as rs
-from ..registry import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                        RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, KernelConfig, register_kernel)
+from .._resample import Rule
+from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
+                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from ..registry import KernelConfig, UnsupportedError
 
 BACKEND = "tensorflow"
 _device = None
@@ -50,10 +52,11 @@ def _to_numpy(t, dtype):
     return np.asarray(t.numpy()).astype(dtype, copy=False)
 
 
-_TF_LINEAR = {rs.LIN_TF_HALF: (False, True), rs.LIN_TF_ALIGN: (True, False),
-              rs.LIN_TF_ASYM: (False, False)}
-_TF_NEAREST = {rs.NN_HALF: (False, True), rs.NN_ALIGN: (True, False), rs.NN_ASYM: (False, False),
-               rs.NN_ALIGN_HALF: (True, True)}
+# rule -> TF's (align_corners, half_pixel_centers)
+_TF_LINEAR = {Rule.LINEAR_HALF_PIXEL: (False, True), Rule.LINEAR_ALIGN_CORNERS: (True, False),
+              Rule.LINEAR_ASYMMETRIC: (False, False)}
+_TF_NEAREST = {Rule.NEAREST_HALF_PIXEL: (False, True), Rule.NEAREST_ALIGN_CORNERS: (True, False),
+               Rule.NEAREST_ASYMMETRIC: (False, False), Rule.NEAREST_ALIGN_HALF: (True, True)}
 
 
 def _raw_resize_grad(tf, problem, dy_nhwc, align, half):
@@ -70,7 +73,7 @@ def _raw_resize_grad(tf, problem, dy_nhwc, align, half):
 def _tf_pair(problem):
     tf = _tf()
     if problem.linear and problem.dy.dtype != ck.FLOAT32:
-        raise NotImplementedError("TF's ResizeBilinearGrad takes float32 grads only")
+        raise UnsupportedError("TF's ResizeBilinearGrad takes float32 grads only")
     align, half = (_TF_LINEAR if problem.linear else _TF_NEAREST)[problem.axes[0].rule]
     with _scope(tf):
         out = _raw_resize_grad(tf, problem, tf.constant(problem.dy), align, half)
@@ -78,14 +81,14 @@ def _tf_pair(problem):
 
 
 def _axis_rule(axis):
-    if axis.rule == rs.LIN_PT_HALF:
+    if axis.rule == Rule.LINEAR_PYTORCH_HALF_PIXEL:
         if axis.out_size == 1 and axis.in_size > 1:
-            raise NotImplementedError("pytorch_half_pixel with a resized size of 1 has no TF op")
-        return True, _TF_LINEAR[rs.LIN_TF_HALF]
+            raise UnsupportedError("pytorch_half_pixel with a resized size of 1 has no TF op")
+        return True, _TF_LINEAR[Rule.LINEAR_HALF_PIXEL]
     if axis.linear:
         return True, _TF_LINEAR[axis.rule]
-    if axis.rule == rs.NN_ALIGN_HALF:
-        raise NotImplementedError("align_corners with half_pixel nearest has no TF forward op")
+    if axis.rule == Rule.NEAREST_ALIGN_HALF:
+        raise UnsupportedError("align_corners with half_pixel nearest has no TF forward op")
     return False, _TF_NEAREST[axis.rule]
 
 
@@ -97,7 +100,7 @@ def _interpolate(problem):
     with _scope(tf):
         if (len(problem.axes) == 2 and problem.channels_last and problem.dy.dtype == ck.FLOAT32
                 and problem.axes[0].rule == problem.axes[1].rule
-                and problem.axes[0].rule != rs.LIN_PT_HALF):
+                and problem.axes[0].rule != Rule.LINEAR_PYTORCH_HALF_PIXEL):
             align, half = rules[0][1]
             out = _raw_resize_grad(tf, problem, tf.constant(problem.dy), align, half)
             return _to_numpy(out, problem.out_dtype)
@@ -129,10 +132,10 @@ def _interpolate(problem):
 def _resize_grad(problem):
     tf = _tf()
     for a in problem.axes:
-        if a.ort_scale > 0 and a.rule == rs.LIN_ORT_HALF and \
+        if a.ort_scale > 0 and a.rule == Rule.LINEAR_ORT_HALF_PIXEL and \
                 np.float32(1) / np.float32(a.ort_scale) != np.float32(a.in_size) / np.float32(a.out_size):
-            raise NotImplementedError("ORT scales that differ from the size ratio have no TF op")
-    align = problem.axes[0].rule == rs.LIN_ORT_ALIGN
+            raise UnsupportedError("ORT scales that differ from the size ratio have no TF op")
+    align = problem.axes[0].rule == Rule.LINEAR_ORT_ALIGN_CORNERS
     dy = np.ascontiguousarray(problem.dy.transpose(0, 2, 3, 1), dtype=np.float32)
     with _scope(tf):
         img = tf.zeros((problem.batch,) + tuple(a.in_size for a in problem.axes)
@@ -145,6 +148,8 @@ def _resize_grad(problem):
 def _conv_grad(problem):
     tf = _tf()
     p = problem
+    # TF's EXPLICIT output size floors, so the bottom/right pads it needs for (OH, OW) may be
+    # fewer than the call's (a floor discards them) or more (tfjs's 'ceil' rounding)
     eff_h, eff_w = (p.fh - 1) * p.dh + 1, (p.fw - 1) * p.dw + 1
     pb = max(0, (p.OH - 1) * p.sh + eff_h - p.H - p.pad_top)
     pr = max(0, (p.OW - 1) * p.sw + eff_w - p.W - p.pad_left)
@@ -163,20 +168,37 @@ def _conv_grad(problem):
     return _to_numpy(out, p.dtype)
 
 
-def _wrap(parser, run):
-    def kernel_func(inputs, attrs):
-        problem = parser(inputs, attrs)
-        if problem.empty:
-            return np.zeros(problem.out_shape, dtype=problem.out_dtype)
-        return run(problem)
-    return kernel_func
+def _run(parser, compute, inputs, attrs):
+    problem = parser(inputs, attrs)
+    if problem.empty:
+        return np.zeros(problem.out_shape, dtype=problem.out_dtype)
+    return compute(problem)
 
 
-register_kernel(KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND,
-                             _wrap(rs.resize_bilinear_grad_problem, _tf_pair)))
-register_kernel(KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND,
-                             _wrap(rs.resize_nearest_neighbor_grad_problem, _tf_pair)))
-register_kernel(KernelConfig(INTERPOLATE_BACKWARD, BACKEND,
-                             _wrap(rs.interpolate_backward_problem, _interpolate)))
-register_kernel(KernelConfig(RESIZE_GRAD, BACKEND, _wrap(rs.resize_grad_problem, _resize_grad)))
-register_kernel(KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, _wrap(_conv.conv_problem, _conv_grad)))
+def resize_bilinear_grad(inputs, attrs):
+    return _run(rs.resize_bilinear_grad_problem, _tf_pair, inputs, attrs)
+
+
+def resize_nearest_neighbor_grad(inputs, attrs):
+    return _run(rs.resize_nearest_neighbor_grad_problem, _tf_pair, inputs, attrs)
+
+
+def conv2d_backprop_input(inputs, attrs):
+    return _run(_conv.conv_problem, _conv_grad, inputs, attrs)
+
+
+def interpolate_backward(inputs, attrs):
+    return _run(rs.interpolate_backward_problem, _interpolate, inputs, attrs)
+
+
+def resize_grad(inputs, attrs):
+    return _run(rs.resize_grad_problem, _resize_grad, inputs, attrs)
+
+
+KERNEL_CONFIGS = (
+    KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
+    KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
+    KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
+    KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
+)
