@@ -31,8 +31,37 @@ import tracemalloc
 
 import numpy as np
 
-from . import impls as I
-from .shapes import CONV, INTERP, RESIZE
+# This command's own choice, made before anything loads libgomp: our idle OpenMP workers sleep
+# after 10,000 spins instead of libgomp's 300,000, so that TF and PyTorch, timed right after
+# one of our calls, get both cores (docs/performance.md). tfcompat itself sets nothing.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+from . import impls as I  # noqa: E402
+from .shapes import CONV, INTERP, RESIZE  # noqa: E402
+
+
+def blas_info():
+    """Each BLAS loaded in this process: library, version, the kernel it picked (OpenBLAS's
+    ``architecture``: Haswell is AVX2, SkylakeX and Zen4 AVX-512) and its threads."""
+    from threadpoolctl import threadpool_info
+    out = []
+    for lib in threadpool_info():
+        if lib.get("user_api") != "blas":
+            continue
+        out.append({"library": os.path.basename(lib.get("filepath", "?")),
+                    "api": lib.get("internal_api"), "version": lib.get("version"),
+                    "architecture": lib.get("architecture"),
+                    "threads": lib.get("num_threads")})
+    return out
+
+
+def blas_line(libs):
+    env = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+           if k in os.environ]
+    text = "; ".join(f"{b['library']} ({b['api']} {b['version']}, {b['architecture']})"
+                     for b in libs) or "no BLAS loaded"
+    return text + ("; environment sets " + ", ".join(env) if env else "")
 
 
 def _median_interleaved(funcs, repeat, warmup=0.0):
@@ -91,14 +120,9 @@ def extra_memory(fn):
     return max(0, peak - np.asarray(out).nbytes)
 
 
-# Before the timed runs of a row, its implementations run in turn for this long. The row's
-# probes leave the machine idle or single-threaded for ~0.15 s, and on the 2-core VM every
-# implementation then starts slow and speeds up over ~10 ms (measured 2026-11-24, R4 nearest:
-# ours 0.24-0.32 -> 0.14-0.16 ms, TF 0.71-0.95 -> 0.49-0.53, over 8-10 rounds; the same after a
-# 0.2 s sleep, and not in a row that follows another without a gap). Seven runs right after
-# two warm-up calls each caught that ramp; a training loop does not see it. Three alternating
-# runs of `compare resize`: R4 nearest TF/ours 2.66-3.20 with --warmup 0, 3.16-3.61 with 0.1;
-# the other rows moved within their run-to-run noise, TF's and ours alike.
+# Before the timed runs of a row, its implementations run in turn for this long: the row's
+# probes leave the machine idle for a moment, after which every implementation starts slow and
+# speeds up over ~10 rounds, a ramp a training loop does not see (docs/performance.md).
 WARMUP_S = 0.1
 
 
@@ -147,6 +171,9 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S):
             "matmul_GFLOPs": None if mm is None else round(mm, 1), "numpy": np.__version__}
     tf = I.tf_module()
     meta["tensorflow"] = getattr(tf, "__version__", None)
+    meta["blas"] = blas_info()
+    meta["kernel_build"] = tfcompat.kernel_build()
+    meta["gomp_spincount"] = os.environ.get("GOMP_SPINCOUNT")
     torch = I.torch_module()
     meta["torch"] = getattr(torch, "__version__", None)
     return rows, meta
@@ -255,7 +282,9 @@ def main(argv=None):
           f"{meta['repeat']} interleaved runs after {meta['warmup_s']} s of interleaved warm-up "
           f"(the NumPy copy and matmul are timed before each row; medians over rows: copy {meta['copy_GBps']} GB/s"
           + (f", float32 matmul {meta['matmul_GFLOPs']} GFLOP/s" if meta["matmul_GFLOPs"] else "")
-          + f"); TF {meta['tensorflow']}, torch {meta['torch']}")
+          + f"); TF {meta['tensorflow']}, torch {meta['torch']}; tfcompat {meta['kernel_build']} "
+          f"kernels")
+    print(f"# BLAS: {blas_line(meta['blas'])}")
     print(table(rows, args.markdown))
     if args.json:
         with open(args.json, "w") as f:

@@ -49,6 +49,9 @@ def make_resize(shape_id, op, flags, threads, rng, only=None):
     if op == "bilinear":
         impls["tfcompat"] = lambda: tfcompat.resize_bilinear_grad(
             dy, img, align_corners=align, half_pixel_centers=half)
+        if only == "numpy-reference":
+            impls[only] = lambda: tfcompat.resize_bilinear_grad(
+                dy, img, align_corners=align, half_pixel_centers=half, backend="numpy")
     else:
         size = list(img_shape[1:3])
         impls["tfcompat"] = lambda: tfcompat.resize_nearest_neighbor_grad(
@@ -90,6 +93,23 @@ def _torch_resize(torch, dy, img_shape, mode):
         (g,) = torch.autograd.grad(y, x, grad, retain_graph=True)
         return g
     return run
+
+
+def make_resize_grad(shape_id, rng, only=None):
+    """ORT's ResizeGrad on a workload's shapes, NCHW, half-pixel: ours and TF's raw
+    ResizeBilinearGrad on the same values (ORT's mapping equals TF's when scales are not
+    given)."""
+    img_shape, dy_shape = RESIZE[shape_id]
+    dy = rng.standard_normal(dy_shape).astype(np.float32)
+    d_nchw = np.ascontiguousarray(dy.transpose(0, 3, 1, 2))
+    x = np.zeros((img_shape[0], img_shape[3], img_shape[1], img_shape[2]), np.float32)
+    impls = {"tfcompat": lambda: tfcompat.resize_grad(d_nchw, x)}
+    tf = tf_module() if only in (None, "tensorflow") else None
+    if tf is not None:
+        dyt, imgt = tf.constant(dy), tf.zeros(img_shape, tf.float32)
+        impls["tensorflow"] = lambda: tf.raw_ops.ResizeBilinearGrad(
+            grads=dyt, original_image=imgt, half_pixel_centers=True).numpy()
+    return impls
 
 
 def make_interp(shape_id, layout, threads, rng, only=None):

@@ -1,4 +1,5 @@
-"""The reference workloads of SPEC.md section 7 (NHWC, float32 unless said)."""
+"""The reference workloads of docs/semantics.md §10 (NHWC, float32 unless said)."""
+from tfcompat._conv import conv_output_size
 
 RESIZE = {  # id: (images shape, dy shape)
     "R1": ((8, 64, 64, 64), (8, 128, 128, 64)),
@@ -19,7 +20,7 @@ CONV = {  # id: (x shape NHWC, filter HWIO, stride, padding)
 
 
 def conv_out(x, w, s, pad):
-    n, h, wd, _ = x
-    if pad == "SAME":
-        return (n, -(-h // s), -(-wd // s), w[3])
-    return (n, (h - w[0]) // s + 1, (wd - w[1]) // s + 1, w[3])
+    """dy's shape (NHWC) for x, filter w, stride s and padding 'SAME' or 'VALID'."""
+    oh = conv_output_size(x[1], w[0], s, 1, pad.lower())[0]
+    ow = conv_output_size(x[2], w[1], s, 1, pad.lower())[0]
+    return (x[0], oh, ow, w[3])

@@ -186,7 +186,7 @@ cdef inline void _window_tail(const float* src, float* dst, Py_ssize_t Ox, Py_ss
                               const float* x_whi, const Ahead* ah,
                               Py_ssize_t step0) noexcept nogil:
     """_window_block with its vector count as a literal, so that each call compiles without
-    the count's tests in its loop (R3's C = 21 lost 10-20 % to them, docs/performance.md)."""
+    the count's tests in its loop (R3's C = 21 is such a block: docs/performance.md)."""
     if nv == 1:
         _window_block(src, dst, Ox, Ix, C, 1, o1, o2, o3, wr, nr, x_lo, x_hi, x_wlo, x_whi,
                       0, ah, step0)

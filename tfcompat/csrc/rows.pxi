@@ -102,8 +102,7 @@ cdef inline void _row_blocks(Blocks* bl, Py_ssize_t C) noexcept nogil:
 
 cdef inline bint _full_block(const Blocks* bl, Py_ssize_t k) noexcept nogil:
     """Block k is 32 channels at offsets 0, 8, 16, 24: the callers pass those as literals, so
-    that the inlined block loop compiles without its vector-count tests (measured 5-8 % on
-    I1 and R1, docs/performance.md)."""
+    that the inlined block loop compiles without its vector-count tests (docs/performance.md)."""
     return bl.nv[k] == 4 and bl.o3[k] == 24
 
 
@@ -123,7 +122,7 @@ cdef inline void _plan_ahead(Ahead* a, const ResampleArgs* r, const char* dy, Py
     as a plan of ``steps`` steps. A row's dy rows ascend (TF's order), so they are the ones
     past this row's last. Without such a plan half the sweeps of an upsampling row wait on
     memory (the new rows) and the other half leave it idle (rows the row before already
-    brought in). ``row_bytes``: the bytes of one dy row. Measured in docs/performance.md."""
+    brought in). ``row_bytes``: the bytes of one dy row. See docs/performance.md."""
     cdef const RowTables* t = &r.t
     cdef Py_ssize_t r0, r1, nb = b, n0, n1
     a.base = NULL
