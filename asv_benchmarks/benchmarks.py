@@ -1,12 +1,11 @@
-"""asv benchmarks: every kernel of tfcompat against TensorFlow, PyTorch and the NumPy reference,
-on the workloads of docs/semantics.md §10.
+"""asv benchmarks of tfcompat over commits, on the workloads of docs/semantics.md §10.
 
-Every class takes the thread count as a parameter (tfcompat's; TF and PyTorch fix their thread
-pools when they start, so they are timed at 2 threads only). ``time_*`` and ``peakmem_*`` per
-implementation, ``peakmem_reference`` the peak of a process that only holds the data (so
-``peakmem_call`` minus it is what a call adds), and ``track_ratio`` tfcompat time / TF time
-measured in the same process, interleaved (lower is better, as ``asv compare`` reads it).
-Combinations an implementation lacks raise NotImplementedError in ``setup``.
+The suite tracks *our* kernels: every class takes tfcompat's thread count as a parameter, and
+has ``time_call``, ``peakmem_call`` and ``peakmem_reference`` (the peak of a process that only
+holds the data, so ``peakmem_call`` minus it is what a call adds). TensorFlow and PyTorch do
+not change with our commits: they are timed beside us by ``python -m asv_benchmarks.compare``,
+and here only as ``RatioVsTensorFlow.track_ratio`` (tfcompat time / TF time, measured in the
+same process, interleaved; lower is better, as ``asv compare`` reads it).
 """
 import time
 
@@ -35,13 +34,6 @@ class _Base:
     number = 1
     repeat = (3, 7, 30.0)
 
-    def _pick(self, funcs, impl, threads):
-        if impl in ("tensorflow", "torch") and threads != 2:
-            raise NotImplementedError("frameworks are timed with their default 2 threads only")
-        if impl not in funcs:
-            raise NotImplementedError(f"{impl} is not available for this combination")
-        self.fn = funcs[impl]
-
     def time_call(self, *args):
         self.fn()
 
@@ -52,78 +44,75 @@ class _Base:
         pass
 
 
-class ResizeBilinearGrad(_Base):
-    params = [list(RESIZE), ["tfcompat", "tensorflow", "torch", "numpy-reference"],
-              ["legacy", "align", "half"], THREADS]
-    param_names = ["shape", "impl", "flags", "threads"]
+def _threads(threads):
+    import tfcompat
+    tfcompat.set_num_threads(threads)
 
-    def setup(self, shape, impl, flags, threads):
-        import tfcompat
-        tfcompat.set_num_threads(threads)
+
+class ResizeBilinearGrad(_Base):
+    params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
+    param_names = ["shape", "flags", "threads"]
+
+    def setup(self, shape, flags, threads):
+        _threads(threads)
         funcs, _ = I.make_resize(shape, "bilinear", flags, threads, np.random.default_rng(0),
-                                 only=impl)
-        self._pick(funcs, impl, threads)
+                                 only="tfcompat")
+        self.fn = funcs["tfcompat"]
 
 
 class ResizeNearestNeighborGrad(_Base):
-    params = [list(RESIZE), ["tfcompat", "tensorflow", "torch"], ["legacy", "align", "half"],
-              THREADS]
-    param_names = ["shape", "impl", "flags", "threads"]
+    params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
+    param_names = ["shape", "flags", "threads"]
 
-    def setup(self, shape, impl, flags, threads):
-        import tfcompat
-        tfcompat.set_num_threads(threads)
+    def setup(self, shape, flags, threads):
+        _threads(threads)
         funcs, _ = I.make_resize(shape, "nearest", flags, threads, np.random.default_rng(0),
-                                 only=impl)
-        self._pick(funcs, impl, threads)
+                                 only="tfcompat")
+        self.fn = funcs["tfcompat"]
 
 
 class InterpolateBackward(_Base):
-    params = [list(INTERP), ["tfcompat", "torch"], ["NXC", "NCX"], THREADS]
-    param_names = ["shape", "impl", "layout", "threads"]
+    params = [list(INTERP), ["NXC", "NCX"], THREADS]
+    param_names = ["shape", "layout", "threads"]
 
-    def setup(self, shape, impl, layout, threads):
-        import tfcompat
-        tfcompat.set_num_threads(threads)
-        funcs, _ = I.make_interp(shape, layout, threads, np.random.default_rng(0), only=impl)
-        self._pick(funcs, impl, threads)
+    def setup(self, shape, layout, threads):
+        _threads(threads)
+        funcs, _ = I.make_interp(shape, layout, threads, np.random.default_rng(0),
+                                 only="tfcompat")
+        self.fn = funcs["tfcompat"]
 
 
 class ResizeGrad(_Base):
-    params = [list(RESIZE), ["tfcompat", "tensorflow"], THREADS]
-    param_names = ["shape", "impl", "threads"]
+    params = [list(RESIZE), THREADS]
+    param_names = ["shape", "threads"]
 
-    def setup(self, shape, impl, threads):
-        import tfcompat
-        tfcompat.set_num_threads(threads)
-        funcs = I.make_resize_grad(shape, np.random.default_rng(0), only=impl)
-        self._pick(funcs, impl, threads)
+    def setup(self, shape, threads):
+        _threads(threads)
+        self.fn = I.make_resize_grad(shape, np.random.default_rng(0), only="tfcompat")["tfcompat"]
 
 
 class Conv2DBackpropInput(_Base):
-    params = [list(CONV), ["tfcompat", "tensorflow", "torch"],
-              ["float32", "float16", "bfloat16", "float64"], THREADS]
-    param_names = ["shape", "impl", "dtype", "threads"]
+    params = [list(CONV), ["float32", "float16", "bfloat16", "float64"], THREADS]
+    param_names = ["shape", "dtype", "threads"]
 
-    def setup(self, shape, impl, dtype, threads):
-        import tfcompat
-        tfcompat.set_num_threads(threads)
-        funcs, _ = I.make_conv(shape, dtype, threads, np.random.default_rng(0), only=impl)
-        self._pick(funcs, impl, threads)
+    def setup(self, shape, dtype, threads):
+        _threads(threads)
+        funcs, _ = I.make_conv(shape, dtype, threads, np.random.default_rng(0), only="tfcompat")
+        self.fn = funcs["tfcompat"]
 
 
 class RatioVsTensorFlow:
-    """tfcompat time / TF time, same process, interleaved (lower is better)."""
+    """tfcompat time / TF time, same process, interleaved (lower is better). TF fixes its
+    thread pools when it starts, so only its default (all cores) is measured."""
     timeout = 600
     params = [list(RESIZE) + list(CONV), [2]]
     param_names = ["workload", "threads"]
     unit = "ratio"
 
     def setup(self, workload, threads):
-        import tfcompat
         if I.tf_module() is None:
             raise NotImplementedError("TensorFlow is not installed")
-        tfcompat.set_num_threads(threads)
+        _threads(threads)
         rng = np.random.default_rng(0)
         if workload in RESIZE:
             self.funcs, _ = I.make_resize(workload, "bilinear", "half", threads, rng)

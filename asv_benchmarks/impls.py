@@ -49,9 +49,6 @@ def make_resize(shape_id, op, flags, threads, rng, only=None):
     if op == "bilinear":
         impls["tfcompat"] = lambda: tfcompat.resize_bilinear_grad(
             dy, img, align_corners=align, half_pixel_centers=half)
-        if only == "numpy-reference":
-            impls[only] = lambda: tfcompat.resize_bilinear_grad(
-                dy, img, align_corners=align, half_pixel_centers=half, backend="numpy")
     else:
         size = list(img_shape[1:3])
         impls["tfcompat"] = lambda: tfcompat.resize_nearest_neighbor_grad(
