@@ -154,7 +154,7 @@ def _conv_cases(full):
         for dt in (dtypes if full else (dtypes[n % 4],) + (() if n % 4 == 0 else ("f32",))):
             cases.append(Case("conv", dt, b=b, i=(h, w), c=3, oc=4, k=k, s=(s, s), d=(d, d), p=p,
                               l=lay))
-    if not full:  # the SPEC.md section 7 layer types at a small size
+    if not full:  # the layer types of docs/semantics.md §10 at a small size
         cases += [Case("conv", "f32", b=2, i=(14, 14), c=16, oc=16, k=(3, 3), s=(1, 1), d=(1, 1),
                        p="SAME", l="nhwc"),
                   Case("conv", "f32", b=2, i=(16, 16), c=8, oc=16, k=(2, 2), s=(2, 2), d=(1, 1),

@@ -27,7 +27,7 @@ NP_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
              "u8": np.dtype(np.uint8), "i8": np.dtype(np.int8), "i32": np.dtype(np.int32)}
 HALF = ("f16", "bf16")
 
-# ORT's ResizeGrad test vectors (SPEC.md section 4), keyed by case id.
+# ORT's ResizeGrad test vectors (docs/semantics.md §6), keyed by case id.
 ORT_VECTORS = {
     "ortrg_b1_i4x4_o6x6_c1_thp_sc1.7x1.7_f32": {
         0: [2.7128, 2.9550, 2.7612, 1.4533], -1: [1.4533, 1.5830, 1.4792, 0.7785]},

@@ -1,4 +1,4 @@
-"""Every error of SPEC.md section 5: the type, and a message naming the argument and value."""
+"""Every error of docs/semantics.md §7: the type, and a message naming the argument and value."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
-"""Tiny cases whose expected values are worked out by hand from SPEC.md, and ORT's vectors."""
+"""Tiny cases whose expected values are worked out by hand from docs/semantics.md, and ORT's
+vectors."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -50,7 +51,7 @@ def test_nearest_align_corners_uses_roundf_not_round_half_even(backend):
 
 
 def test_nearest_half_pixel_float32_coordinate(backend):
-    # SPEC.md 0.1: I=2, O=41, x=20: float32 (20.5 * (2/41)) = 0.99999994 -> pixel 0.
+    # docs/semantics.md §1.1: I=2, O=41, x=20: float32 (20.5 * (2/41)) = 0.99999994 -> pixel 0.
     dy = np.zeros((1, 1, 41, 1), np.float32)
     dy[0, 0, 20, 0] = 1.0
     out = T.resize_nearest_neighbor_grad(dy, [1, 2], half_pixel_centers=True, backend=backend)
@@ -79,7 +80,7 @@ def test_nearest_half_types_accumulate_in_float32(backend, dtype):
 
 
 def test_resize_grad_ort_vector_scales(backend):
-    # ORT's ResizeGrad test: dY = ones 6x6 -> X 4x4 with scales 1.7 (SPEC.md 4).
+    # ORT's ResizeGrad test: dY = ones 6x6 -> X 4x4 with scales 1.7 (docs/semantics.md §6).
     out = T.resize_grad(np.ones((1, 1, 6, 6), np.float32), np.zeros((1, 1, 4, 4), np.float32),
                         scales=[1, 1, 1.7, 1.7], backend=backend)[0, 0]
     np.testing.assert_allclose(out[0], [2.7128, 2.9550, 2.7612, 1.4533], atol=1e-4)

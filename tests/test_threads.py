@@ -1,4 +1,6 @@
 """Results must not depend on the number of threads: bitwise equality for 1, 2, 3, 4 and 8."""
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -125,3 +127,13 @@ def test_import_changes_no_process_wide_setting():
     out = subprocess.run([sys.executable, "-c", _ENV_AFTER_IMPORT], env=env, capture_output=True,
                          text=True, check=True)
     assert json.loads(out.stdout) == {"changed": [], "tensorflow": False}
+
+
+@pytest.mark.skipif(os.environ.get("TFCOMPAT_ALLOW_SERIAL") == "1",
+                    reason="TFCOMPAT_ALLOW_SERIAL=1: a serial build is expected here")
+def test_the_build_has_openmp():
+    """A compiler without OpenMP still builds tfcompat, serially and with a warning; this fails
+    such a build where it should not happen (set TFCOMPAT_ALLOW_SERIAL=1 where it may, or
+    build with TFCOMPAT_REQUIRE_OPENMP=1 to fail the build itself)."""
+    assert T.openmp_enabled(), ("tfcompat's kernels were built without OpenMP: reinstall with a "
+                                "compiler that has it (gcc's -fopenmp)")

@@ -1,5 +1,5 @@
 """Argument checking shared by every op: conversions and messages that name the argument,
-the value received and what was expected (SPEC.md section 5)."""
+the value received and what was expected (docs/semantics.md §7)."""
 import functools
 import math
 import operator
