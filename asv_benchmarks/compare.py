@@ -1,8 +1,14 @@
 """Side-by-side timings of tfcompat against TensorFlow (and PyTorch where installed).
 
     python -m asv_benchmarks.compare [resize|interp|conv|all] [--repeat 7] [--threads 2]
-                                     [--warmup 0.1] [--dtypes float32,float16,...]
+                                     [--warmup 0.1] [--dtypes float32,float16,...] [--peers]
                                      [--json out.json] [--plot out.png] [--markdown]
+
+``--peers`` adds the peer backends (tfcompat.peers: tfjs-cpu, onednn, jax, jax-antialias; torch
+is always timed when installed), each called through its registry kernel_func on the same data,
+and prints their times over ours. An implementation whose first call takes more than
+``--slow`` seconds (tfjs's JavaScript kernels, whose times include the transfer to Node) is
+timed apart, with three runs, so that it does not stretch the others' interleaved rounds.
 
 One process; for every workload the implementations are called in turn (interleaved), after
 two warm-up calls each and ``--warmup`` seconds of interleaved rounds, and each gets the median
@@ -64,9 +70,19 @@ def blas_line(libs):
     return text + ("; environment sets " + ", ".join(env) if env else "")
 
 
-def _median_interleaved(funcs, repeat, warmup=0.0):
-    for f in funcs.values():
+def _median_interleaved(funcs, repeat, warmup=0.0, slow=None):
+    """Median seconds of each callable: two warm-up calls each, ``warmup`` seconds of
+    interleaved rounds, then ``repeat`` interleaved timed rounds. A callable whose first call
+    took more than ``slow`` seconds is timed apart (three runs) instead."""
+    first, apart = {}, {}
+    for k, f in funcs.items():
+        t = time.perf_counter()
         f()
+        first[k] = time.perf_counter() - t
+    if slow is not None:
+        apart = {k: funcs[k] for k in funcs if first[k] > slow}
+        funcs = {k: f for k, f in funcs.items() if k not in apart}
+    for f in funcs.values():
         f()
     end = time.perf_counter() + warmup
     while time.perf_counter() < end:  # interleaved warm-up rounds (see WARMUP_S)
@@ -75,6 +91,12 @@ def _median_interleaved(funcs, repeat, warmup=0.0):
     times = {k: [] for k in funcs}
     for _ in range(repeat):
         for k, f in funcs.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    for k, f in apart.items():
+        times[k] = []
+        for _ in range(3):
             t = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t)
@@ -126,7 +148,7 @@ def extra_memory(fn):
 WARMUP_S = 0.1
 
 
-def run(which, repeat, threads, dtypes, warmup=WARMUP_S):
+def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
     import tfcompat
     tfcompat.set_num_threads(threads)
     rng = np.random.default_rng(0)
@@ -139,7 +161,7 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S):
         copy = copy_bytes / _median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
         # the floor takes its turn after the others, so it meets the caches as they leave them
         floor = I.floor_probe(dy_nbytes, nbytes - dy_nbytes, threads)
-        t = _median_interleaved(dict(funcs, floor=floor), repeat, warmup)
+        t = _median_interleaved(dict(funcs, floor=floor), repeat, warmup, slow)
         copies.append(copy)
         rows.append(_row(name, "float32", t, funcs, gbs=nbytes / t["tfcompat"] / 1e9, copy=copy))
 
@@ -147,20 +169,20 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S):
         for sid in RESIZE:
             for op in ("bilinear", "nearest"):
                 for flags in ("legacy", "align", "half"):
-                    funcs, nbytes = I.make_resize(sid, op, flags, threads, rng)
+                    funcs, nbytes = I.make_resize(sid, op, flags, threads, rng, peers=peers)
                     bandwidth_row(f"{sid} {op} {flags}", funcs, nbytes, _dy_nbytes(RESIZE[sid]))
     if which in ("interp", "all"):
         for sid in INTERP:
             for layout in ("NXC", "NCX"):
-                funcs, nbytes = I.make_interp(sid, layout, threads, rng)
+                funcs, nbytes = I.make_interp(sid, layout, threads, rng, peers=peers)
                 bandwidth_row(f"{sid} trilinear {layout}", funcs, nbytes, _dy_nbytes(INTERP[sid]))
     if which in ("conv", "all"):
         for dt in dtypes:
             for sid in CONV:
-                funcs, flops = I.make_conv(sid, dt, threads, rng)
+                funcs, flops = I.make_conv(sid, dt, threads, rng, peers=peers)
                 mm = mm_flops / _median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
                 time.sleep(0.3)  # OpenBLAS threads spin ~2**28 cycles after a call; let them sleep
-                t = _median_interleaved(funcs, repeat, warmup)
+                t = _median_interleaved(funcs, repeat, warmup, slow)
                 mms.append(mm)
                 rows.append(_row(f"{sid} conv", dt, t, funcs, gflops=flops / t["tfcompat"] / 1e9,
                                  mm=mm))
@@ -174,6 +196,10 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S):
     meta["blas"] = blas_info()
     meta["kernel_build"] = tfcompat.kernel_build()
     meta["gomp_spincount"] = os.environ.get("GOMP_SPINCOUNT")
+    meta["others"] = [k for k in I.OTHERS if any(k in r["others_ms"] for r in rows)]
+    if "onednn" in meta["others"]:
+        from tfcompat.peers import onednn_peer
+        meta["onednn"] = f"oneDNN {onednn_peer.library().version}: {onednn_peer.LAST_IMPL}"
     torch = I.torch_module()
     meta["torch"] = getattr(torch, "__version__", None)
     return rows, meta
@@ -198,6 +224,10 @@ def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
            "extra_MB": extra_memory(funcs["tfcompat"]) / 2 ** 20}
     row["tf_ratio"] = row["tf_ms"] / row["ours_ms"]
     row["torch_ratio"] = row["torch_ms"] / row["ours_ms"]
+    # every other implementation (the peers): its time, and its time over ours
+    row["others_ms"] = {k: v * 1e3 for k, v in t.items()
+                        if k not in ("tfcompat", "tensorflow", "floor")}
+    row["others_ratio"] = {k: v / row["ours_ms"] for k, v in row["others_ms"].items()}
     if gbs is not None:
         row["GBps"], row["peak"], row["pct_peak"] = gbs, copy, 100 * gbs / copy
         # resize ops: the stream floor, timed in turn with the others (impls.floor_probe)
@@ -219,14 +249,18 @@ def _fmt(v, spec):
 
 
 def table(rows, markdown=False):
-    head = ["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours",
-            "ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "floor ms", "TF/floor",
-            "extra MB"]
+    others = [k for k in I.OTHERS if k != "torch" and any(k in r.get("others_ratio", {})
+                                                         for r in rows)]
+    head = (["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours"]
+            + [f"{k}/ours" for k in others]
+            + ["ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "floor ms", "TF/floor",
+               "extra MB"])
     body = [[r["workload"], r["dtype"], _fmt(r["ours_ms"], ".2f"), _fmt(r["tf_ms"], ".2f"),
-             _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f"),
-             _fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
-             _fmt(r["pct_peak"], ".0f"), _fmt(r["floor_ms"], ".2f"), _fmt(r["tf_ceiling"], ".2f"),
-             _fmt(r["extra_MB"], ".1f")] for r in rows]
+             _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f")]
+            + [_fmt(r.get("others_ratio", {}).get(k), ".2f") for k in others]
+            + [_fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
+               _fmt(r["pct_peak"], ".0f"), _fmt(r["floor_ms"], ".2f"),
+               _fmt(r["tf_ceiling"], ".2f"), _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
         head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -245,15 +279,22 @@ def plot(rows, path):
         print("--plot needs matplotlib: pip install 'tfcompat[bench]'", file=sys.stderr)
         return False
     names = [f"{r['workload']} {r['dtype'] if r['dtype'] != 'float32' else ''}".strip() for r in rows]
+    series = [("TF", [r["tf_ratio"] for r in rows])]
+    for k in I.OTHERS:
+        vals = [r.get("others_ratio", {}).get(k, float("nan")) for r in rows]
+        if not all(np.isnan(v) for v in vals):
+            series.append((k, vals))
     y = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
-    ax.barh(y - 0.2, [r["tf_ratio"] for r in rows], 0.4, label="TF time / tfcompat time")
-    ax.barh(y + 0.2, [0 if np.isnan(r["torch_ratio"]) else r["torch_ratio"] for r in rows], 0.4,
-            label="PyTorch time / tfcompat time")
+    h = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(9, (0.12 + 0.1 * len(series)) * len(rows) + 1.5))
+    for j, (label, vals) in enumerate(series):
+        ax.barh(y - 0.4 + h * (j + 0.5), [0 if np.isnan(v) else v for v in vals], h,
+                label=f"{label} time / tfcompat time")
     ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_xscale("log")
     ax.set_yticks(y, names, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("speed-up of tfcompat (median, interleaved; > 1 is faster)")
+    ax.set_xlabel("speed-up of tfcompat (median, interleaved; > 1 is faster; log scale)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -274,10 +315,21 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--plot")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--peers", action="store_true",
+                    help="also time the peer backends (tfcompat.peers) on the same data")
+    ap.add_argument("--slow", type=float, default=0.5,
+                    help="an implementation whose first call takes longer is timed apart with "
+                         "three runs (default 0.5 s)")
     args = ap.parse_args(argv)
     if args.repeat < 7:
         print("note: fewer than 7 repeats", file=sys.stderr)
-    rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","), args.warmup)
+    peers = ()
+    if args.peers:
+        from tfcompat import peers as P
+        P.register_peers(overwrite=True)
+        peers = tuple(b for b in P.PEER_BACKENDS if b != "torch")
+    rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","), args.warmup,
+                     peers, args.slow)
     print(f"# {meta['machine']}, {meta['cpus']} CPUs, {meta['threads']} threads, median of "
           f"{meta['repeat']} interleaved runs after {meta['warmup_s']} s of interleaved warm-up "
           f"(the NumPy copy and matmul are timed before each row; medians over rows: copy {meta['copy_GBps']} GB/s"
@@ -285,6 +337,8 @@ def main(argv=None):
           + f"); TF {meta['tensorflow']}, torch {meta['torch']}; tfcompat {meta['kernel_build']} "
           f"kernels")
     print(f"# BLAS: {blas_line(meta['blas'])}")
+    if meta.get("onednn"):
+        print(f"# {meta['onednn']}")
     print(table(rows, args.markdown))
     if args.json:
         with open(args.json, "w") as f:

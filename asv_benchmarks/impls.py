@@ -14,6 +14,25 @@ import tfcompat  # noqa: E402
 from .shapes import CONV, INTERP, RESIZE, conv_out  # noqa: E402
 
 FLAGS = {"legacy": (False, False), "align": (True, False), "half": (False, True)}
+# implementations timed beside ours and TF's, in the order the tables show them
+OTHERS = ("torch", "tfjs-cpu", "onednn", "jax", "jax-antialias")
+
+
+def peer_funcs(kernel, inputs, attrs, peers):
+    """{peer: callable} for the peers (registered backends) that run this call; a peer that
+    lacks the mode or is not installed (tfcompat.UnsupportedError) is left out."""
+    out = {}
+    for peer in peers:
+        func = tfcompat.get_kernel(kernel, peer).kernel_func if (
+            (peer, kernel) in tfcompat.list_kernels()) else None
+        if func is None:
+            continue
+        try:
+            func(inputs, attrs)
+        except tfcompat.UnsupportedError:
+            continue
+        out[peer] = (lambda f: lambda: f(inputs, attrs))(func)
+    return out
 
 
 def dtype_of(name):
@@ -40,7 +59,7 @@ def torch_module(threads=None):
     return torch
 
 
-def make_resize(shape_id, op, flags, threads, rng, only=None):
+def make_resize(shape_id, op, flags, threads, rng, only=None, peers=()):
     img_shape, dy_shape = RESIZE[shape_id]
     dy = rng.standard_normal(dy_shape).astype(np.float32)
     img = np.zeros(img_shape, np.float32)
@@ -69,6 +88,9 @@ def make_resize(shape_id, op, flags, threads, rng, only=None):
             ("nearest", "half"): ("nearest-exact", None)}.get((op, flags))
     if torch is not None and mode is not None:
         impls["torch"] = _torch_resize(torch, dy, img_shape, mode)
+    kernel = "ResizeBilinearGrad" if op == "bilinear" else "ResizeNearestNeighborGrad"
+    impls.update(peer_funcs(kernel, {"dy": dy, "images": img},
+                            {"alignCorners": align, "halfPixelCenters": half}, peers))
     bytes_moved = dy.nbytes + img.nbytes
     return impls, bytes_moved
 
@@ -109,7 +131,7 @@ def make_resize_grad(shape_id, rng, only=None):
     return impls
 
 
-def make_interp(shape_id, layout, threads, rng, only=None):
+def make_interp(shape_id, layout, threads, rng, only=None, peers=()):
     src_shape, dst_shape = INTERP[shape_id]
     dy = rng.standard_normal(dst_shape).astype(np.float32)
     src = np.zeros(src_shape, np.float32)
@@ -129,6 +151,8 @@ def make_interp(shape_id, layout, threads, rng, only=None):
             memory_format=fmt).requires_grad_(True)
         y = F.interpolate(x, size=dst_shape[1:-1], mode="trilinear", align_corners=False)
         impls["torch"] = lambda: torch.autograd.grad(y, x, grad, retain_graph=True)[0]
+    impls.update(peer_funcs("InterpolateBackward", {"src": src_in, "diff_dst": dy_in},
+                            {"mode": "trilinear", "data_format": layout}, peers))
     return impls, dy.nbytes + src.nbytes
 
 
@@ -156,7 +180,7 @@ def floor_probe(src_nbytes, dst_nbytes, threads):
     return lambda: stream_floor(src, dst, chunks, threads)
 
 
-def make_conv(shape_id, dtype_name, threads, rng, only=None):
+def make_conv(shape_id, dtype_name, threads, rng, only=None, peers=()):
     x_shape, w_shape, s, pad = CONV[shape_id]
     dt = dtype_of(dtype_name)
     w = (rng.standard_normal(w_shape) * 0.1).astype(dt)
@@ -187,5 +211,8 @@ def make_conv(shape_id, dtype_name, threads, rng, only=None):
         if in_nchw is not None:
             impls["torch"] = lambda: torch.nn.grad.conv2d_input(in_nchw, wtt, gtt, stride=s,
                                                                 padding=padding)
+    impls.update(peer_funcs("Conv2DBackpropInput", {"dy": dy, "filter": w},
+                            {"inputShape": list(x_shape), "strides": s, "pad": pad.lower()},
+                            peers))
     flops = 2.0 * np.prod(dy.shape) * w_shape[0] * w_shape[1] * w_shape[2]
     return impls, flops

@@ -4,6 +4,7 @@
     python -m conformance --grid full --shard 2/4 --json part2.json
     python -m conformance --case rbg_b2_i5x7_o10x3_c3_thp_f32 --backend cython
     python -m conformance merge part1.json part2.json ...
+    python -m conformance --peers --matrix docs/peer-matrix.md   # + tfjs, oneDNN, torch, JAX
 """
 import argparse
 import dataclasses
@@ -35,6 +36,14 @@ def _parser():
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--torch-device", default="cuda",
                     help="device of the PyTorch GPU oracle (default cuda)")
+    ap.add_argument("--peers", action="store_true",
+                    help="also run the peer backends (tfcompat.peers: tfjs-cpu, onednn, torch, "
+                         "jax, jax-antialias); a peer that differs from TF is a finding, not a "
+                         "failure, unless --strict")
+    ap.add_argument("--strict", action="store_true",
+                    help="peers' differences and errors count in the exit status too")
+    ap.add_argument("--matrix", metavar="OUT.md",
+                    help="write the cross-framework matrix (OUT.md, OUT.json, OUT.png)")
     return ap
 
 
@@ -85,6 +94,11 @@ def main(argv=None):
         return 0
     import tfcompat
     backends = args.backend or ["cython", "numpy"]
+    peers = ()
+    if args.peers:
+        from tfcompat import peers as P
+        peers = P.register_peers(overwrite=True)
+        backends = list(dict.fromkeys(backends + list(peers)))
     for b in backends:
         if b not in tfcompat.list_backends():
             print(f"error: --backend {b!r} is not registered; registered: {tfcompat.list_backends()}",
@@ -108,7 +122,7 @@ def main(argv=None):
     for k, case in enumerate(cases):
         _progress(k, len(cases), t0, case.id, failed, show)
         for r in runner.run_case(case, backends, devices):
-            failed += not r.passed
+            failed += not r.passed and (args.strict or r.backend not in peers)
             records.append(dataclasses.asdict(r))
     _progress(len(cases), len(cases), t0, "done", failed, show)
     if show:
@@ -120,12 +134,25 @@ def main(argv=None):
                  "devices": [d for d, _ in devices], "seconds": round(elapsed, 1),
                  "gpu_note": gpu_note})
     print(R.table_text(R.summarize(records)))
-    nfail = sum(not r["passed"] for r in records)
-    print(f"\n{len(cases)} cases, {len(records)} results, {nfail} failed, "
+    counted = [r for r in records if args.strict or r["backend"] not in peers]
+    nfail = sum(not r["passed"] for r in counted)
+    if peers:
+        from tfcompat import peers as P
+        from . import matrix as M
+        meta["peers_missing"] = {b: w for b, w in P.missing().items() if w}
+        rows = M.build(records)
+        print("\npeers, rows of the matrix by outcome:")
+        for b, counts in M.summary(rows, backends).items():
+            print(f"  {b:14s} " + ", ".join(f"{o} {n}" for o, n in counts.items() if n))
+        if args.matrix:
+            print("matrix written to " + ", ".join(M.write(args.matrix, rows, backends, meta)))
+    print(f"\n{len(cases)} cases, {len(records)} results, {nfail} failed"
+          + ("" if args.strict or not peers else " (tfcompat's own backends; peers are findings)")
+          + ", "
           f"{elapsed:.1f} s (TF {meta.get('tensorflow', 'not installed')}; "
           f"{meta.get('kernel_build', '?')} kernels)")
     print(f"GPU: {gpu_note}")
-    for r in records:
+    for r in counted:
         if not r["passed"]:
             print(f"FAILED {r['id']} [{r['backend']}, {r['device']}] {r['outcome']} |err|/S "
                   f"{r['norm_err']:.3e} ULP {r['ulp']} {r['note']}")

@@ -1,0 +1,44 @@
+"""Peer backends: other frameworks' own, unmodified kernels in tfcompat's registry, so that
+``python -m conformance --peers`` judges them against TensorFlow beside tfcompat's and
+``python -m asv_benchmarks.compare`` times them beside ours.
+
+=============== ===================================================== =======================
+backend         what runs                                             install
+=============== ===================================================== =======================
+tfjs-cpu        tfjs 4.22.0's CPU kernels under Node.js (runKernel)   python -m tfcompat.peers.tfjs_peer install
+onednn          oneDNN 3.2's resampling and convolution primitives    pip install 'tfcompat[onednn]'
+torch           PyTorch's CPU backward ops                            pip install 'tfcompat[torch]'
+jax             gradients of jax.image.resize (antialias=False) and   pip install 'tfcompat[jax]'
+                lax.conv_general_dilated
+jax-antialias   the same with jax.image.resize's default antialias    pip install 'tfcompat[jax]'
+=============== ===================================================== =======================
+
+Each registers only the kernels its framework has, and raises tfcompat.UnsupportedError for
+an attribute combination, dtype or layout the framework lacks, or when the framework itself
+is not installed (the message says which and how to install it). Adapters map attributes; they
+never change a peer's arithmetic: a peer that differs from TF is a finding. ONNX Runtime's
+ResizeGrad has no CPU kernel (``onnxruntime-training`` runs it on CUDA or ROCm only), so it is
+no peer here.
+"""
+from ..registry import register_kernel
+from . import jax_peer, onednn_peer, tfjs_peer, torch_peer
+
+PEER_MODULES = (tfjs_peer, onednn_peer, torch_peer, jax_peer)
+PEER_BACKENDS = ("tfjs-cpu", "onednn", "torch", "jax", "jax-antialias")
+
+
+def register_peers(overwrite=False):
+    """Register every peer backend's kernels (no framework is imported until a kernel runs).
+    Returns the backend names."""
+    for module in PEER_MODULES:
+        for config in module.KERNEL_CONFIGS:
+            register_kernel(config, overwrite=overwrite)
+    return PEER_BACKENDS
+
+
+def missing():
+    """{backend: why it cannot run here, or None}."""
+    why = {"tfjs-cpu": tfjs_peer.missing(), "onednn": onednn_peer.missing(),
+           "torch": torch_peer.missing(), "jax": jax_peer.missing()}
+    why["jax-antialias"] = why["jax"]
+    return why
