@@ -71,3 +71,33 @@ def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
         T.set_num_threads(old)
     for o in outs[1:]:
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
+# The gather strategy (conv.pxi: _conv_image_gather; the default for float32 filters with fewer
+# output than input channels, TFCOMPAT_CONV_STRATEGY=gather forces it): one GEMM per stride
+# phase of gathered dy. Forced here for every dtype on the same grid, with tiny bands so that
+# each phase takes many, and strides above the filter size so that some phases have no tap.
+@pytest.mark.parametrize("values", [1, 1 << 19])
+@pytest.mark.parametrize("case", CASES + [(1, 2, 3, 1, (0, 0, 1, 0)), (2, 1, 3, 2, (1, 1, 0, 0))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
+                         ids=["float32", "float64", "float16", "bfloat16"])
+def test_gather_strategy_matches_reference(case, dtype, values, rng, monkeypatch):
+    monkeypatch.setattr(cython_backend, "CONV_STRATEGY", "gather")
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", values)
+    got, ref, scale = _run(case, dtype, rng, c=5, oc=3)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["float32", "bfloat16"])
+def test_gather_strategy_same_bits_on_any_thread_count(dtype, monkeypatch):
+    monkeypatch.setattr(cython_backend, "CONV_STRATEGY", "gather")
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 64)
+    outs = []
+    for k in (1, 2, 3):
+        T.set_num_threads(k)
+        outs.append(_run((3, 3, 2, 1, (1, 2, 0, 1)), dtype, np.random.default_rng(5), n=5,
+                         c=6, oc=2)[0])
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))

@@ -294,6 +294,48 @@ def column_ring(p, h_tab, itemsize):
 
 _STORAGE = {None: 0, False: 1, True: 2}   # conv.pxi's STORE_NATIVE, STORE_FLOAT16, STORE_BFLOAT16
 
+# The gather strategy's band of gathered dy rows: at most this many values (docs/performance.md)
+GATHER_VALUES = int(os.environ.get("TFCOMPAT_GATHER_VALUES", str(1 << 19)))
+CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
+
+
+def gather_tables(p, ct):
+    """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
+    (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
+    filter's taps as a [taps * OC, C] matrix."""
+    w = np.asarray(p.filter, ct)
+    info, offy, offx, taps = [], [], [], []
+    a_values = out_values = offset = 0
+    for py in range(p.sh):
+        kys = [k for k in range(p.fh) if (py + p.pad_top - k * p.dh) % p.sh == 0]
+        for px in range(p.sw):
+            kxs = [k for k in range(p.fw) if (px + p.pad_left - k * p.dw) % p.sw == 0]
+            hp, wp = len(range(py, p.H, p.sh)), len(range(px, p.W, p.sw))
+            k2 = len(kys) * len(kxs) * p.OC
+            band = max(1, min(hp, GATHER_VALUES // max(1, wp * k2)))
+            info.append((py, px, hp, wp, len(kys), len(kxs), band, offset))
+            # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
+            offy.append([(py + p.pad_top - k * p.dh) // p.sh for k in kys] + [0] * (p.fh - len(kys)))
+            offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
+            b = w[np.ix_(kys, kxs)].transpose(0, 1, 3, 2).reshape(k2, p.C)
+            taps.append(b.reshape(-1))
+            offset += b.size
+            a_values = max(a_values, band * wp * k2)
+            out_values = max(out_values, band * wp * p.C)
+    return ((p.sh, p.sw), np.asarray(info, np.int32), np.asarray(offy, np.int32),
+            np.asarray(offx, np.int32), np.ascontiguousarray(np.concatenate(taps), ct),
+            a_values, out_values)
+
+
+def _use_gather(p):
+    """The gather strategy for float32 when the filter has fewer output than input channels:
+    its gathered dy (taps * OC per dx position) is then smaller than the col2im's columns
+    (taps * C per dy position), and C3 ran 1.09-1.12x faster with it; with OC >= C (C1, C2,
+    C5) or other dtypes it was as fast or slower (docs/performance.md)."""
+    if CONV_STRATEGY != "auto":
+        return CONV_STRATEGY == "gather"
+    return p.dtype == F32 and p.OC < p.C
+
 
 def _run_conv(problem):
     p = problem
@@ -313,8 +355,9 @@ def _run_conv(problem):
     per_image = p.N >= 2
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
     band, cap = column_ring(p, h_tab, ct.itemsize) if per_image else (p.OH, p.OH)
+    gather = gather_tables(p, ct) if per_image and not direct and _use_gather(p) else None
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
-                             per_image, direct, band, cap, _STORAGE[half], ct == F64)
+                             per_image, direct, band, cap, _STORAGE[half], ct == F64, gather)
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel

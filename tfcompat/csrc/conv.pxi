@@ -5,12 +5,15 @@
 # a gather: each dx row (n, iy) sums its column entries, listed by the axis tables, in one
 # thread and one fixed order, so the result does not depend on the thread count.
 #
-# Two strategies, chosen by the Python layer from the batch alone:
+# Strategies, chosen by the Python layer from the shapes alone (never the thread count):
 #   per image (N >= 2): thread t does images t, t + num_threads, ... with single-threaded BLAS
 #     inside; each image's columns are computed in bands of ``band`` output rows into a ring of
 #     ``cap`` rows just ahead of the dx rows that gather from them, so the columns are read
 #     back from cache;
-#   one image (N == 1): one GEMM with BLAS's own threads, then the dx rows in parallel.
+#   one image (N == 1): one GEMM with BLAS's own threads, then the dx rows in parallel;
+#   gather (N >= 2; _conv_image_gather): the transposed convolution as GEMMs of gathered dy
+#     against the filter, one per stride phase, whose inner dimension is taps * out_c instead
+#     of out_c (docs/performance.md).
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch, and each dx row is rounded as it is finished, so no float32 copy of the whole
 # dy or dx exists.
@@ -66,6 +69,14 @@ cdef struct ConvArgs:
     Py_ssize_t band, cap    # the per-image column ring (see above); band = cap = OH: whole
     int storage
     Py_ssize_t work_per_thread
+    # the gather strategy: per stride phase (py, px), the dx positions (py + sh j, px + sw i)
+    # and the taps that reach them (see _conv_image_gather)
+    bint gather
+    Py_ssize_t sh, sw, phases, a_floats
+    const int32_t* ph_info      # [phases, 8]: py, px, Hp, Wp, taps_y, taps_x, band, b_offset
+    const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
+    const int32_t* ph_offx      # [phases, fw]
+    const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
 
 
 cdef void _col2im_row(const real_acc* cols, real_acc* dst, Py_ssize_t iy, const ConvArgs* c,
@@ -161,6 +172,95 @@ cdef void _conv_image(const void* dy, const real_acc* w2, real_acc* work, void* 
             from_f32(rowbuf, <uint16_t*>dx + (n * c.H + iy) * row, row, bf)
 
 
+cdef inline void _gemm_rows(const real_acc* a, const real_acc* b, real_acc* out, int M, int K,
+                           int N, int ldc) noexcept nogil:
+    """out[M, N] (rows ldc apart) = a[M, K] @ b[K, N], all row-major."""
+    cdef char tn = b'N'
+    cdef real_acc one = 1
+    cdef real_acc zero = 0
+    if real_acc is float:
+        sgemm(&tn, &tn, &N, &M, &K, &one, <float*>b, &N, <float*>a, &K, &zero, out, &ldc)
+    else:
+        dgemm(&tn, &tn, &N, &M, &K, &one, <double*>b, &N, <double*>a, &K, &zero, out, &ldc)
+
+
+cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
+                       Py_ssize_t rows, const int32_t* info, const int32_t* offy,
+                       const int32_t* offx, const ConvArgs* c) noexcept nogil:
+    """A[(j, i), (a, b, co)] = dy[n, j + offy[a], i + offx[b], co], or 0 outside dy, for the
+    phase rows j0 .. j0 + rows - 1 (half types widened on the way)."""
+    cdef Py_ssize_t Wp = info[3], nty = info[4], ntx = info[5], OC = c.OC
+    cdef Py_ssize_t K2 = nty * ntx * OC, j, i, ta, tb, oy, ox, src
+    cdef real_acc* seg
+    cdef bint bf = c.storage == STORE_BFLOAT16
+    for j in range(j0, j0 + rows):
+        for i in range(Wp):
+            seg = a + ((j - j0) * Wp + i) * K2
+            for ta in range(nty):
+                oy = j + offy[ta]
+                for tb in range(ntx):
+                    ox = i + offx[tb]
+                    if 0 <= oy < c.OH and 0 <= ox < c.OW:
+                        src = ((n * c.OH + oy) * c.OW + ox) * OC
+                        if c.storage == STORE_NATIVE:
+                            memcpy(seg, <const real_acc*>dy + src, OC * sizeof(real_acc))
+                        elif real_acc is float:
+                            to_f32(<const uint16_t*>dy + src, seg, OC, bf)
+                    else:
+                        memset(seg, 0, OC * sizeof(real_acc))
+                    seg = seg + OC
+
+
+cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_t n,
+                             const ConvArgs* c) noexcept nogil:
+    """Image n as sh * sw stride phases. dx at (py + sh j, px + sw i) takes, from tap (ky, kx)
+    with (py + pad_top - ky dh) divisible by sh (and likewise in x), dy at row
+    j + (py + pad_top - ky dh) / sh: a stride-1 convolution per phase, so each phase is GEMMs
+    of a band of gathered dy rows [band * Wp, taps * OC] against the phase's taps of the
+    filter [taps * OC, C]. With stride 1 and the native type the GEMM writes dx itself;
+    otherwise its rows are scattered (and rounded) into dx. Each dx element is one GEMM
+    output, summed by BLAS in its own order (the conv is held to a tolerance)."""
+    cdef Py_ssize_t p, j0, rows, Hp, Wp, K2, r, i, j, C = c.C
+    cdef const int32_t* info
+    cdef real_acc* a = work
+    cdef real_acc* out = work + c.a_floats
+    cdef real_acc* row
+    cdef bint bf = c.storage == STORE_BFLOAT16
+    cdef bint direct = c.sh == 1 and c.sw == 1 and c.storage == STORE_NATIVE
+    cdef Py_ssize_t d
+    for p in range(c.phases):
+        info = c.ph_info + p * 8
+        Hp, Wp = info[2], info[3]
+        K2 = info[4] * info[5] * c.OC
+        j0 = 0
+        while j0 < Hp:
+            rows = min(<Py_ssize_t>info[6], Hp - j0)
+            if K2 == 0:
+                # no tap reaches this phase: its dx elements are zero
+                memset(out, 0, rows * Wp * C * sizeof(real_acc))
+            else:
+                _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
+                             c.ph_offx + p * c.fw, c)
+                if direct:
+                    _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
+                               <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp),
+                               <int>K2, <int>C, <int>C)
+                    j0 = j0 + rows
+                    continue
+                _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp),
+                           <int>K2, <int>C, <int>C)
+            for r in range(rows * Wp):
+                j = j0 + r // Wp
+                i = r % Wp
+                d = ((n * c.H + info[0] + c.sh * j) * c.W + info[1] + c.sw * i) * C
+                row = out + r * C
+                if c.storage == STORE_NATIVE:
+                    memcpy(<real_acc*>dx + d, row, C * sizeof(real_acc))
+                elif real_acc is float:
+                    from_f32(row, <uint16_t*>dx + d, C, bf)
+            j0 = j0 + rows
+
+
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
     cdef Py_ssize_t t, n, iy, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
@@ -175,7 +275,10 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             n = t
             while n < c.N:
-                _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
+                if c.gather:
+                    _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, c)
+                else:
+                    _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
                 n = n + num_threads
         return
     # one image: work holds [widened dy (half types)] [cols: M * K] [a dx row per thread]
@@ -214,7 +317,7 @@ cdef class ConvPlan:
     cdef readonly bint float64
 
     def __cinit__(self, sizes, h_table, w_table, bint per_image, bint direct, Py_ssize_t band,
-                  Py_ssize_t cap, int storage, bint float64):
+                  Py_ssize_t cap, int storage, bint float64, gather=None):
         c = &self.args
         (c.N, c.H, c.W, c.C, c.OH, c.OW, c.OC, c.fh, c.fw) = sizes
         self.tables = (h_table, w_table)
@@ -227,6 +330,19 @@ cdef class ConvPlan:
         c.per_image, c.direct, c.band, c.cap, c.storage = per_image, direct, band, cap, storage
         self.float64 = float64
         cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
+        c.gather = gather is not None
+        if c.gather:
+            # (strides, phase info, offy, offx, filter taps, A floats, output floats): built and
+            # checked by tfcompat/backends/cython_backend.py
+            self.tables = self.tables + (gather,)
+            (c.sh, c.sw), info, offy, offx, taps, c.a_floats, out_floats = gather
+            c.phases = info.shape[0]
+            c.ph_info = <const int32_t*>_data(info)
+            c.ph_offy = <const int32_t*>_data(offy)
+            c.ph_offx = <const int32_t*>_data(offx)
+            c.ph_b = _data(taps)
+            c.work_per_thread = c.a_floats + out_floats
+            return
         if per_image:
             c.work_per_thread = (0 if c.direct else c.cap * c.OW * K)
             if storage != STORE_NATIVE:
