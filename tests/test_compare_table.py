@@ -59,16 +59,31 @@ def test_stream_floor_reads_and_writes_every_float():
 
 
 def test_warm_up_rounds_are_interleaved_and_untimed():
-    """Two calls each, then whole rounds in turn for the warm-up time, then ``repeat`` timed
-    rounds: every implementation is called the same number of times, in the same order."""
+    """Two warm-up rounds, then whole rounds in turn for the warm-up time, then ``repeat``
+    timed rounds: every implementation is called the same number of times, in the same
+    order."""
     calls = []
     funcs = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
     times = compare._median_interleaved(funcs, 3, warmup=0.01)
     assert sorted(times) == ["a", "b", "c"]
-    assert calls[:6] == ["a", "a", "b", "b", "c", "c"]
-    rest = calls[6:]
-    assert len(rest) % 3 == 0 and rest == ["a", "b", "c"] * (len(rest) // 3)
-    assert len(rest) // 3 > 3  # warm-up rounds ran before the 3 timed ones
+    assert len(calls) % 3 == 0 and calls == ["a", "b", "c"] * (len(calls) // 3)
+    assert len(calls) // 3 > 2 + 3  # warm-up rounds ran before the 3 timed ones
     calls.clear()
-    compare._median_interleaved(funcs, 3)  # no warm-up time: 2 calls each, then 3 rounds
-    assert calls == ["a", "a", "b", "b", "c", "c"] + ["a", "b", "c"] * 3
+    compare._median_interleaved(funcs, 3)  # no warm-up time: 2 rounds, then 3 timed ones
+    assert calls == ["a", "b", "c"] * 5
+
+
+def test_a_slow_implementation_is_timed_apart():
+    """One whose first call takes longer than ``slow`` leaves the interleaved rounds: it is
+    timed with three runs of its own, after the others."""
+    import time
+    calls = []
+
+    def slow():
+        calls.append("slow")
+        time.sleep(0.02)
+
+    funcs = {"a": lambda: calls.append("a"), "slow": slow}
+    times = compare._median_interleaved(funcs, 4, slow=0.01)
+    assert sorted(times) == ["a", "slow"] and times["slow"] >= 0.02
+    assert calls == ["a", "slow"] + ["a"] * (1 + 4) + ["slow"] * 3
