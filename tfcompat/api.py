@@ -9,11 +9,15 @@ import numpy as np
 from . import _checks as ck, _conv
 from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from . import registry
 from .registry import get_kernel
 
 
 def _run(kernel_name, backend, inputs, attrs):
-    return get_kernel(kernel_name, backend).kernel_func(inputs, attrs)
+    config = registry._registry.get((backend or registry._default_backend, kernel_name))
+    if config is None:
+        config = get_kernel(kernel_name, backend)  # raises, naming what is registered
+    return config.kernel_func(inputs, attrs)
 
 
 def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pixel_centers=False,
@@ -49,6 +53,16 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
     as TF's grad accepts it: the index is ``roundf((x + 0.5) * scale)`` with the align-corners
     scale.
     """
+    if (type(grads) is np.ndarray and type(size) in (list, tuple) and len(size) == 2
+            and type(size[0]) is int and type(size[1]) is int and grads.ndim == 4
+            and grads.dtype in _NEAREST_DTYPES and 0 < size[0] * size[1] <= _FAST_PIXELS):
+        # the common call, with its checks inline: with the interpreter's caches cold (other
+        # frameworks running between our calls) each function call costs microseconds
+        # (docs/performance.md); the parser checks the rest
+        shape = (grads.shape[0], size[0], size[1], grads.shape[3])
+        return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend,
+                    {"dy": grads, "images": np.ndarray(shape, grads.dtype, _ZEROS, 0, _STRIDES0)},
+                    {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})
     grads = ck.as_array(grads, "grads")
     size = ck.as_int_tuple(size, "size", (2,))
     ck.check_rank(grads, "grads", 4, "[batch, height, width, channels]")
@@ -63,6 +77,9 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
 
 
 _ZEROS = bytes(16)
+_STRIDES0 = (0, 0, 0, 0)
+_NEAREST_DTYPES = frozenset(ck.NEAREST_DTYPES)
+_FAST_PIXELS = 1 << 30  # larger sizes take the checks that name them (and the machine's memory)
 
 
 def _shape_only(shape, dtype):
