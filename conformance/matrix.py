@@ -46,7 +46,7 @@ def known_cause(record, case):
         return "tfjs's nearest grad reads dy with the images' batch stride"
     if b == "jax-antialias" and downsampling:
         return "jax.image.resize antialiases when downsampling (its default)"
-    if b in ("torch", "jax", "jax-antialias") and case.dtype == "f64":
+    if b in ("torch", "jax", "jax-antialias") and case.dtype == "f64" and op != "rbg":
         return "float64 coordinate arithmetic (the definition: float32, TF's)"
     if b == "torch" and case.op == "interp" and case.t == "pt" and 1 in case.o:
         return ("PyTorch's align_corners=False samples an axis resized to 1 at its centre "

@@ -55,6 +55,14 @@ class ConvProblem:
     def empty(self):
         return 0 in (self.N, self.H, self.W, self.C) or 0 in (self.OH, self.OW, self.OC)
 
+    def floor_pads(self):
+        """(bottom, right) pads with which a floor-rounding output size (TF's EXPLICIT,
+        oneDNN's) gives (OH, OW): fewer than the call's where the floor discarded some, more
+        where tfjs's 'ceil' or 'round' made the output larger."""
+        eff_h, eff_w = (self.fh - 1) * self.dh + 1, (self.fw - 1) * self.dw + 1
+        return (max(0, (self.OH - 1) * self.sh + eff_h - self.H - self.pad_top),
+                max(0, (self.OW - 1) * self.sw + eff_w - self.W - self.pad_left))
+
     def flops(self):
         return 2.0 * self.N * self.OH * self.OW * self.OC * self.fh * self.fw * self.C
 

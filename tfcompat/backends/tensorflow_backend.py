@@ -148,11 +148,7 @@ def _resize_grad(problem):
 def _conv_grad(problem):
     tf = _tf()
     p = problem
-    # TF's EXPLICIT output size floors, so the bottom/right pads it needs for (OH, OW) may be
-    # fewer than the call's (a floor discards them) or more (tfjs's 'ceil' rounding)
-    eff_h, eff_w = (p.fh - 1) * p.dh + 1, (p.fw - 1) * p.dw + 1
-    pb = max(0, (p.OH - 1) * p.sh + eff_h - p.H - p.pad_top)
-    pr = max(0, (p.OW - 1) * p.sw + eff_w - p.W - p.pad_left)
+    pb, pr = p.floor_pads()  # TF's EXPLICIT output size floors
     if p.channels_last:
         pads = [0, 0, p.pad_top, pb, p.pad_left, pr, 0, 0]
         strides, dil = [1, p.sh, p.sw, 1], [1, p.dh, p.dw, 1]

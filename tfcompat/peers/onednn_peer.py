@@ -323,10 +323,7 @@ def conv2d_backprop_input(inputs, attrs):
     p = _conv.conv_problem(inputs, attrs)
     L = library()
     dtype = _dnnl_dtype(p.dtype)
-    # oneDNN's output size floors: the bottom/right pads that give (OH, OW)
-    eff_h, eff_w = (p.fh - 1) * p.dh + 1, (p.fw - 1) * p.dw + 1
-    pb = max(0, (p.OH - 1) * p.sh + eff_h - p.H - p.pad_top)
-    pr = max(0, (p.OW - 1) * p.sw + eff_w - p.W - p.pad_left)
+    pb, pr = p.floor_pads()  # oneDNN's output size floors
     x_logical = (p.N, p.C, p.H, p.W)
     w_logical = (p.OC, p.C, p.fh, p.fw)
     y_logical = (p.N, p.OC, p.OH, p.OW)
