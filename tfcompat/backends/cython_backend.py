@@ -128,10 +128,12 @@ class ResamplePlan:
             return np.zeros(self.out_shape, dtype=self.out_dtype)
         work = (np.empty(self.work_per_thread * nthreads, F32) if self.work_per_thread
                 else None)
-        if self.direct and dy.flags.c_contiguous and dy.flags.aligned:
-            dx = _memory.empty(self.out_shape, self.out_dtype)
-            self.kernel.run(dy, dx, nthreads, work)
-            return dx
+        if self.direct:
+            flags = dy.flags
+            if flags.c_contiguous and flags.aligned:
+                dx = _memory.empty(self.out_shape, self.out_dtype)
+                self.kernel.run(dy, dx, nthreads, work)
+                return dx
         if self.widen:
             src = to_float32(dy, nthreads)
         else:
