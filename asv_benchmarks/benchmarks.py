@@ -50,25 +50,19 @@ def _threads(threads):
 
 
 class ResizeBilinearGrad(_Base):
+    op = "bilinear"
     params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
     param_names = ["shape", "flags", "threads"]
 
     def setup(self, shape, flags, threads):
         _threads(threads)
-        funcs, _ = I.make_resize(shape, "bilinear", flags, threads, np.random.default_rng(0),
+        funcs, _ = I.make_resize(shape, self.op, flags, threads, np.random.default_rng(0),
                                  only="tfcompat")
         self.fn = funcs["tfcompat"]
 
 
-class ResizeNearestNeighborGrad(_Base):
-    params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
-    param_names = ["shape", "flags", "threads"]
-
-    def setup(self, shape, flags, threads):
-        _threads(threads)
-        funcs, _ = I.make_resize(shape, "nearest", flags, threads, np.random.default_rng(0),
-                                 only="tfcompat")
-        self.fn = funcs["tfcompat"]
+class ResizeNearestNeighborGrad(ResizeBilinearGrad):
+    op = "nearest"
 
 
 class InterpolateBackward(_Base):
