@@ -101,3 +101,36 @@ def test_gather_strategy_same_bits_on_any_thread_count(dtype, monkeypatch):
                          c=6, oc=2)[0])
     for o in outs[1:]:
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
+def _onednn_missing():
+    from tfcompat import _dnnl
+    return _dnnl.missing()
+
+
+@pytest.mark.skipif(_onednn_missing() is not None,
+                    reason=f"oneDNN not installed: {_onednn_missing()}")
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("gemm", ["auto", "float32"])
+def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypatch):
+    """A 1x1, stride-1 bfloat16 conv is one GEMM: with oneDNN installed, its bfloat16 matmul
+    (float32 accumulation, rounded once); TFCOMPAT_BF16_GEMM=float32 keeps our float32 GEMM.
+    Both within bfloat16's tolerance of the float64 reference."""
+    monkeypatch.setattr(cython_backend, "BF16_GEMM", gemm)
+    bf = ml_dtypes.bfloat16
+    n, h, w, c, oc = 3, 5, 7, 6, 4
+    filt = rng.standard_normal((1, 1, c, oc)).astype(bf)
+    nhwc = rng.standard_normal((n, h, w, oc)).astype(bf)
+    dy = nhwc if fmt == "NHWC" else np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
+    sizes = [n, h, w, c] if fmt == "NHWC" else [n, c, h, w]
+    strides = [1, 1, 1, 1]
+    got = T.conv2d_backprop_input(sizes, filt, dy, strides=strides, padding="VALID",
+                                  data_format=fmt)
+    f64 = np.float64
+    ref = T.conv2d_backprop_input(sizes, filt.astype(f64), dy.astype(f64), strides=strides,
+                                  padding="VALID", data_format=fmt, backend="numpy")
+    scale = T.conv2d_backprop_input(sizes, np.abs(filt.astype(f64)), np.abs(dy.astype(f64)),
+                                    strides=strides, padding="VALID", data_format=fmt,
+                                    backend="numpy")
+    assert got.dtype == np.dtype(bf) and got.shape == ref.shape
+    assert_close(got, ref, scale, bf, CONV_TOL)

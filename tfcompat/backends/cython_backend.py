@@ -10,6 +10,7 @@ straight to its plan, with no parsing; any other call is parsed, and its plan is
 layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
 of tables, oldest out first), so a training loop validates once and memory stays bounded.
 """
+import functools
 import os
 import threading
 
@@ -329,6 +330,48 @@ def gather_tables(p, ct):
             a_values, out_values)
 
 
+BF16_GEMM = os.environ.get("TFCOMPAT_BF16_GEMM", "auto")
+
+
+@functools.lru_cache(maxsize=16)
+def _bf16_matmul_primitive(m, k, n):
+    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n] (b stored as [n, k]): bfloat16 in and out,
+    float32 accumulation, rounded once."""
+    import ctypes
+    from .. import _dnnl as D
+    L = D.library()
+    mds = (L.md((m, k), D.BF16, (k, 1)), L.md((k, n), D.BF16, (1, k)), L.md((m, n), D.BF16, (n, 1)))
+    pd = ctypes.c_void_p()
+    L._ok(L.lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), L.engine, *mds[:2], None,
+                                                 mds[2], None), "matmul_primitive_desc_create")
+    return L.primitive(pd), mds
+
+
+def _bf16_gemm_available():
+    if BF16_GEMM == "float32":
+        return False
+    from .. import _dnnl
+    return _dnnl.missing() is None
+
+
+def _bf16_direct(dy, w2, m, k, n):
+    """A 1x1, stride-1, unpadded bfloat16 conv: dx [m, n] = dy [m, k] @ w2 [n, k]^T by oneDNN's
+    bfloat16 matmul (AVX512-BF16 where the CPU has it), where our float32 GEMM would widen
+    both (docs/performance.md)."""
+    from .. import _dnnl as D
+    L = D.library()
+    prim, mds = _bf16_matmul_primitive(m, k, n)
+    dx = _memory.empty((m, n), ck.BFLOAT16)
+    with L.lock:
+        mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mds, (dy, w2, dx))]
+        try:
+            L.execute(prim, list(zip((D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST), mems)))
+        finally:
+            for mem in mems:
+                L.lib.dnnl_memory_destroy(mem)
+    return dx
+
+
 def _use_gather(p):
     """The gather strategy for float32 when the filter has fewer output than input channels:
     its gathered dy (taps * OC per dx position) is then smaller than the col2im's columns
@@ -348,8 +391,13 @@ def _run_conv(problem):
     half = _half_kind(p.dtype)
     dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
     dy = np.require(dy, requirements="CA")
-    w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
+    if direct and half is True and _bf16_gemm_available():
+        # the filter [1, 1, C, OC] is the matmul's [k = OC, n = C] operand stored as [n, k]
+        dx = _bf16_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC)),
+                          p.N * p.H * p.W, p.OC, p.C).reshape(p.N, p.H, p.W, p.C)
+        return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
+    w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # one image per thread with single-threaded BLAS inside (scikit-learn's k-means pattern)

@@ -1,0 +1,160 @@
+"""oneDNN's C API through ctypes: the library, a CPU engine and stream, memory descriptors and
+primitives. Used by the onednn peer (tfcompat/peers/onednn_peer.py) and by the cython
+backend's bfloat16 GEMM (oneDNN's matmul, where the library is installed:
+``pip install 'tfcompat[onednn]'``). Only oneDNN's plain C functions are used, with the enum
+values of oneDNN 3.2's headers (include/oneapi/dnnl/dnnl_common_types.h, dnnl_types.h),
+checked against ``dnnl_version()`` when the library loads.
+"""
+import ctypes
+import glob
+import os
+import sys
+import threading
+
+from .registry import UnsupportedError
+
+DNNL_CPU = 1
+F16, BF16, F32 = 1, 2, 3
+FORMAT_ANY = 1
+FORWARD_TRAINING = 64
+CONVOLUTION_DIRECT = 0x1
+RESAMPLING_NEAREST, RESAMPLING_LINEAR = 0x2fff0, 0x2fff1
+ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_DIFF_SRC, ARG_DIFF_DST = 1, 17, 33, 129, 145
+QUERY_IMPL_INFO_STR = 8
+QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DIFF_DST_MD = 130, 131, 134
+MAX_NDIMS = 12
+Dims = ctypes.c_int64 * MAX_NDIMS
+
+
+class _ExecArg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", ctypes.c_void_p)]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int),
+                ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint),
+                ("gpu_runtime", ctypes.c_uint)]
+
+
+def _library_path():
+    if os.environ.get("TFCOMPAT_DNNL_LIB"):
+        return os.environ["TFCOMPAT_DNNL_LIB"]
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        found = sorted(glob.glob(os.path.join(prefix, "lib", "libdnnl.so.3*")))
+        if found:
+            return found[0]
+    return "libdnnl.so.3"
+
+
+class _Library:
+    """libdnnl, a CPU engine and a stream; created on first use."""
+
+    def __init__(self):
+        path = _library_path()
+        try:
+            self.lib = ctypes.CDLL(path)
+        except OSError as exc:
+            raise UnsupportedError(f"oneDNN is not installed ({exc}): pip install "
+                                   "'tfcompat[onednn]'") from None
+        lib = self.lib
+        lib.dnnl_version.restype = ctypes.POINTER(_Version)
+        v = lib.dnnl_version().contents
+        self.version = f"{v.major}.{v.minor}.{v.patch}"
+        if v.major != 3:
+            raise UnsupportedError(f"oneDNN {self.version} at {path}: this adapter speaks "
+                                   "oneDNN 3's C API")
+        lib.dnnl_primitive_desc_query_md.restype = ctypes.c_void_p
+        lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
+        self.engine = ctypes.c_void_p()
+        self._ok(lib.dnnl_engine_create(ctypes.byref(self.engine), DNNL_CPU, 0),
+                 "dnnl_engine_create")
+        self.stream = ctypes.c_void_p()
+        self._ok(lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, 1),
+                 "dnnl_stream_create")
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _ok(status, what):
+        if status != 0:
+            if status == 3:  # dnnl_unimplemented
+                raise UnsupportedError(f"oneDNN has no implementation for this ({what})")
+            raise RuntimeError(f"oneDNN {what} failed with status {status}")
+
+    def md(self, shape, dtype, strides=None):
+        """A memory descriptor: plain ``strides`` (in elements), or format ``any``."""
+        handle = ctypes.c_void_p()
+        dims = Dims(*shape)
+        if strides is None:
+            self._ok(self.lib.dnnl_memory_desc_create_with_tag(
+                ctypes.byref(handle), len(shape), dims, dtype, FORMAT_ANY), "memory_desc")
+        else:
+            self._ok(self.lib.dnnl_memory_desc_create_with_strides(
+                ctypes.byref(handle), len(shape), dims, dtype, Dims(*strides)), "memory_desc")
+        return handle
+
+    def primitive(self, pd):
+        prim = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "primitive_create")
+        return prim
+
+    def impl(self, pd):
+        name = ctypes.c_char_p()
+        self.lib.dnnl_primitive_desc_query(pd, QUERY_IMPL_INFO_STR, 0, ctypes.byref(name))
+        return name.value.decode() if name.value else "?"
+
+    def memory(self, md, ptr):
+        mem = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_memory_create(ctypes.byref(mem), ctypes.c_void_p(md),
+                                             self.engine, ctypes.c_void_p(ptr)), "memory_create")
+        return mem
+
+    def execute(self, prim, args):
+        arr = (_ExecArg * len(args))(*[_ExecArg(a, m) for a, m in args])
+        self._ok(self.lib.dnnl_primitive_execute(prim, self.stream, len(args), arr), "execute")
+        self._ok(self.lib.dnnl_stream_wait(self.stream), "stream_wait")
+
+    def reorder(self, src_md, dst_md):
+        pd = ctypes.c_void_p()
+        self._ok(self.lib.dnnl_reorder_primitive_desc_create(
+            ctypes.byref(pd), ctypes.c_void_p(src_md), self.engine, ctypes.c_void_p(dst_md),
+            self.engine, None), "reorder")
+        return self.primitive(pd)
+
+    def same(self, a, b):
+        return bool(self.lib.dnnl_memory_desc_equal(ctypes.c_void_p(a), ctypes.c_void_p(b)))
+
+    def size(self, md):
+        return self.lib.dnnl_memory_desc_get_size(ctypes.c_void_p(md))
+
+
+_LIB = None
+
+
+def library():
+    global _LIB
+    if _LIB is None:
+        _LIB = _Library()
+    return _LIB
+
+
+def missing():
+    try:
+        library()
+    except UnsupportedError as exc:
+        return str(exc)
+    return None
+
+
+def plain_strides(shape, order):
+    """Element strides of a tensor whose logical dims are ``shape`` stored in ``order`` (the
+    logical dims from outermost to innermost)."""
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    return strides
+
+
+def ptr(arr):
+    return arr.ctypes.data
