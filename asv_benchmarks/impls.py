@@ -15,7 +15,7 @@ from .shapes import CONV, INTERP, RESIZE, conv_out  # noqa: E402
 
 FLAGS = {"legacy": (False, False), "align": (True, False), "half": (False, True)}
 # implementations timed beside ours and TF's, in the order the tables show them
-OTHERS = ("torch", "tfjs-cpu", "onednn", "jax", "jax-antialias")
+OTHERS = ("torch", "tfjs-cpu", "onednn", "onednn-graph", "jax", "jax-antialias")
 
 
 def peer_funcs(kernel, inputs, attrs, peers):

@@ -51,9 +51,9 @@ def known_cause(record, case):
     if b == "torch" and case.op == "interp" and case.t == "pt" and 1 in case.o:
         return ("PyTorch's align_corners=False samples an axis resized to 1 at its centre "
                 "(ONNX's pytorch_half_pixel: at 0)")
-    if b == "onednn" and op == "ortrg" and case.sc:
+    if b.startswith("onednn") and op == "ortrg" and case.sc:
         return "oneDNN's resampling maps by the sizes; its factors do not change the mapping"
-    if b == "onednn" and op in ("rbg", "rnn", "interp"):
+    if b.startswith("onednn") and op in ("rbg", "rnn", "interp"):
         return ("oneDNN computes the source coordinate as (x + 0.5) * I / O (TF multiplies by "
                 "the ratio I / O rounded to float32): other weights in the last bits, and "
                 "another nearest pixel where TF's coordinate lands just below an integer")

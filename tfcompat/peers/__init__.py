@@ -7,6 +7,7 @@ backend         what runs                                             install
 =============== ===================================================== =======================
 tfjs-cpu        tfjs 4.22.0's CPU kernels under Node.js (runKernel)   python -m tfcompat.peers.tfjs_peer install
 onednn          oneDNN 3.2's resampling and convolution primitives    pip install 'tfcompat[onednn]'
+onednn-graph    oneDNN 3.2's graph API InterpolateBackward op         pip install 'tfcompat[onednn]'
 torch           PyTorch's CPU backward ops                            pip install 'tfcompat[torch]'
 jax             gradients of jax.image.resize (antialias=False) and   pip install 'tfcompat[jax]'
                 lax.conv_general_dilated
@@ -24,7 +25,7 @@ from ..registry import register_kernel
 from . import jax_peer, onednn_peer, tfjs_peer, torch_peer
 
 PEER_MODULES = (tfjs_peer, onednn_peer, torch_peer, jax_peer)
-PEER_BACKENDS = ("tfjs-cpu", "onednn", "torch", "jax", "jax-antialias")
+PEER_BACKENDS = ("tfjs-cpu", "onednn", "onednn-graph", "torch", "jax", "jax-antialias")
 
 
 def register_peers(overwrite=False):
@@ -33,6 +34,8 @@ def register_peers(overwrite=False):
     for module in PEER_MODULES:
         for config in module.KERNEL_CONFIGS:
             register_kernel(config, overwrite=overwrite)
+    for config in onednn_peer.GRAPH_KERNEL_CONFIGS:
+        register_kernel(config, overwrite=overwrite)
     return PEER_BACKENDS
 
 
@@ -41,4 +44,5 @@ def missing():
     why = {"tfjs-cpu": tfjs_peer.missing(), "onednn": onednn_peer.missing(),
            "torch": torch_peer.missing(), "jax": jax_peer.missing()}
     why["jax-antialias"] = why["jax"]
+    why["onednn-graph"] = why["onednn"]
     return why

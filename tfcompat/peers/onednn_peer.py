@@ -15,6 +15,10 @@
 - dtypes: float32, bfloat16, float16 where the CPU's oneDNN implements them; float64 and
   integers are unsupported (oneDNN has no such kernels).
 
+A second backend, ``onednn-graph``, runs the graph API's own InterpolateBackward op (whose
+attributes are this kernel's: mode, coordinate_transformation_mode, sizes or scales,
+data_format) as a one-op partition; a partition oneDNN reports as unsupported is n/a.
+
 The bindings are tfcompat/_dnnl.py's.
 """
 import ctypes
@@ -229,3 +233,131 @@ KERNEL_CONFIGS = (
     KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
     KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
 )
+
+
+# ------------------------------------------------------------------------------------------
+# onednn-graph: the graph API's InterpolateBackward op
+# ------------------------------------------------------------------------------------------
+# oneDNN 3.2's include/oneapi/dnnl/dnnl_graph_types.h
+GRAPH_OP_INTERPOLATE_BACKWARD = 32
+GRAPH_ATTR_SCALES, GRAPH_ATTR_SIZES = 0x20, 0x49
+GRAPH_ATTR_COORDINATE_MODE, GRAPH_ATTR_DATA_FORMAT, GRAPH_ATTR_MODE = 0x82, 0x83, 0x84
+GRAPH_LAYOUT_STRIDED = 2
+GRAPH_PROPERTY_VARIABLE = 1
+GRAPH_BACKEND = "onednn-graph"
+
+
+class _LogicalTensor(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_size_t), ("ndims", ctypes.c_int), ("dims", Dims),
+                ("data_type", ctypes.c_int), ("property", ctypes.c_int),
+                ("layout_type", ctypes.c_int), ("strides", Dims)]
+
+
+def _logical(L, tid, shape, dtype):
+    lt = _LogicalTensor()
+    L._ok(L.lib.dnnl_graph_logical_tensor_init_with_strides(
+        ctypes.byref(lt), ctypes.c_size_t(tid), dtype, len(shape), Dims(*shape),
+        Dims(*plain_strides(shape, list(range(len(shape))))), GRAPH_PROPERTY_VARIABLE),
+        "graph_logical_tensor_init_with_strides")
+    return lt
+
+
+@functools.lru_cache(maxsize=32)
+def _graph_interpolate_backward(src_shape, dst_shape, dtype, mode, transform, data_format,
+                                sizes, scales):
+    """The op, its partition, compiled, and the three logical tensors."""
+    L = library()
+    src, ddst, dsrc = (_logical(L, i, s, dtype) for i, s in
+                       enumerate((src_shape, dst_shape, src_shape)))
+    op = ctypes.c_void_p()
+    L._ok(L.lib.dnnl_graph_op_create(ctypes.byref(op), ctypes.c_size_t(0),
+                                     GRAPH_OP_INTERPOLATE_BACKWARD, b"interpolate_backward"),
+          "graph_op_create")
+    for lt in (src, ddst):
+        L._ok(L.lib.dnnl_graph_op_add_input(op, ctypes.byref(lt)), "graph_op_add_input")
+    L._ok(L.lib.dnnl_graph_op_add_output(op, ctypes.byref(dsrc)), "graph_op_add_output")
+    for attr, text in ((GRAPH_ATTR_MODE, mode), (GRAPH_ATTR_COORDINATE_MODE, transform),
+                       (GRAPH_ATTR_DATA_FORMAT, data_format)):
+        raw = text.encode()
+        L._ok(L.lib.dnnl_graph_op_set_attr_str(op, attr, raw, ctypes.c_size_t(len(raw))),
+              "graph_op_set_attr_str")
+    if sizes:
+        L._ok(L.lib.dnnl_graph_op_set_attr_s64(op, GRAPH_ATTR_SIZES,
+                                               (ctypes.c_int64 * len(sizes))(*sizes),
+                                               ctypes.c_size_t(len(sizes))), "sizes")
+    else:
+        L._ok(L.lib.dnnl_graph_op_set_attr_f32(op, GRAPH_ATTR_SCALES,
+                                               (ctypes.c_float * len(scales))(*scales),
+                                               ctypes.c_size_t(len(scales))), "scales")
+    part = ctypes.c_void_p()
+    L._ok(L.lib.dnnl_graph_partition_create_with_op(ctypes.byref(part), op, 1),
+          "graph_partition_create_with_op")
+    supported = ctypes.c_uint8()
+    L._ok(L.lib.dnnl_graph_partition_is_supported(part, ctypes.byref(supported)),
+          "graph_partition_is_supported")
+    if not supported.value:
+        L.lib.dnnl_graph_partition_destroy(part)
+        L.lib.dnnl_graph_op_destroy(op)
+        raise UnsupportedError(f"oneDNN's graph API does not support InterpolateBackward "
+                               f"{mode}/{transform} {data_format} {np.dtype('float32') if dtype == F32 else dtype}")
+    compiled = ctypes.c_void_p()
+    L._ok(L.lib.dnnl_graph_compiled_partition_create(ctypes.byref(compiled), part),
+          "graph_compiled_partition_create")
+    ins = (ctypes.POINTER(_LogicalTensor) * 2)(ctypes.pointer(src), ctypes.pointer(ddst))
+    outs = (ctypes.POINTER(_LogicalTensor) * 1)(ctypes.pointer(dsrc))
+    L._ok(L.lib.dnnl_graph_partition_compile(part, compiled, ctypes.c_size_t(2), ins,
+                                             ctypes.c_size_t(1), outs, L.engine),
+          "graph_partition_compile")
+    return compiled, (src, ddst, dsrc), (op, part)
+
+
+def graph_interpolate_backward(inputs, attrs):
+    """The graph API's InterpolateBackward, given the attributes as the op names them (this
+    kernel's API is the op's): mode, coordinate_transformation_mode, sizes or scales,
+    data_format."""
+    problem = rs.interpolate_backward_problem(inputs, attrs)  # our checks first
+    L = library()
+    dy = np.ascontiguousarray(problem.dy)
+    dtype = _dnnl_dtype(dy.dtype)
+    if dtype == F16:
+        # its partition reports float16 as supported, then its compilation throws a C++
+        # dnnl::error through the C API, which ends the process (docs/peers.md)
+        raise UnsupportedError("float16: oneDNN 3.2's graph API aborts the process compiling "
+                               "it on this CPU (an uncaught dnnl::error)")
+    transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if transform not in ("half_pixel", "align_corners"):
+        raise UnsupportedError(f"oneDNN's graph InterpolateBackward has no {transform!r}")
+    out_sp = tuple(a.out_size for a in problem.axes)
+    sizes = inputs.get("sizes") if inputs.get("sizes") is not None else attrs.get("sizes")
+    scales = () if sizes is not None or attrs.get("scales") is None else tuple(
+        float(v) for v in attrs["scales"])
+    sizes = () if scales else out_sp
+    src_shape = tuple(problem.out_shape)
+    dx = np.empty(src_shape, dy.dtype)
+    with L.lock:
+        compiled, lts, _ = _graph_interpolate_backward(
+            src_shape, tuple(dy.shape), dtype, attrs["mode"], transform,
+            attrs.get("data_format", "NXC"), sizes, scales)
+        src_dummy = np.zeros(1, dy.dtype)  # the op reads src's shape only
+        tensors = []
+        try:
+            for lt, arr in zip(lts, (src_dummy, dy, dx)):
+                t = ctypes.c_void_p()
+                L._ok(L.lib.dnnl_graph_tensor_create(ctypes.byref(t), ctypes.byref(lt),
+                                                     L.engine, ctypes.c_void_p(ptr(arr))),
+                      "graph_tensor_create")
+                tensors.append(t)
+            ins = (ctypes.c_void_p * 2)(tensors[0], tensors[1])
+            outs = (ctypes.c_void_p * 1)(tensors[2])
+            L._ok(L.lib.dnnl_graph_compiled_partition_execute(
+                compiled, L.stream, ctypes.c_size_t(2), ins, ctypes.c_size_t(1), outs),
+                "graph_compiled_partition_execute")
+            L._ok(L.lib.dnnl_stream_wait(L.stream), "stream_wait")
+        finally:
+            for t in tensors:
+                L.lib.dnnl_graph_tensor_destroy(t)
+    return dx
+
+
+GRAPH_KERNEL_CONFIGS = (KernelConfig(INTERPOLATE_BACKWARD, GRAPH_BACKEND,
+                                     graph_interpolate_backward),)
