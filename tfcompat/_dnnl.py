@@ -66,15 +66,15 @@ class _Library:
         lib.dnnl_primitive_desc_query_md.restype = ctypes.c_void_p
         lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
         self.engine = ctypes.c_void_p()
-        self._ok(lib.dnnl_engine_create(ctypes.byref(self.engine), DNNL_CPU, 0),
+        self.ok(lib.dnnl_engine_create(ctypes.byref(self.engine), DNNL_CPU, 0),
                  "dnnl_engine_create")
         self.stream = ctypes.c_void_p()
-        self._ok(lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, 1),
+        self.ok(lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, 1),
                  "dnnl_stream_create")
         self.lock = threading.Lock()
 
     @staticmethod
-    def _ok(status, what):
+    def ok(status, what):
         if status != 0:
             if status == 3:  # dnnl_unimplemented
                 raise UnsupportedError(f"oneDNN has no implementation for this ({what})")
@@ -85,16 +85,16 @@ class _Library:
         handle = ctypes.c_void_p()
         dims = Dims(*shape)
         if strides is None:
-            self._ok(self.lib.dnnl_memory_desc_create_with_tag(
+            self.ok(self.lib.dnnl_memory_desc_create_with_tag(
                 ctypes.byref(handle), len(shape), dims, dtype, FORMAT_ANY), "memory_desc")
         else:
-            self._ok(self.lib.dnnl_memory_desc_create_with_strides(
+            self.ok(self.lib.dnnl_memory_desc_create_with_strides(
                 ctypes.byref(handle), len(shape), dims, dtype, Dims(*strides)), "memory_desc")
         return handle
 
     def primitive(self, pd):
         prim = ctypes.c_void_p()
-        self._ok(self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "primitive_create")
+        self.ok(self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "primitive_create")
         return prim
 
     def impl(self, pd):
@@ -104,18 +104,18 @@ class _Library:
 
     def memory(self, md, ptr):
         mem = ctypes.c_void_p()
-        self._ok(self.lib.dnnl_memory_create(ctypes.byref(mem), ctypes.c_void_p(md),
+        self.ok(self.lib.dnnl_memory_create(ctypes.byref(mem), ctypes.c_void_p(md),
                                              self.engine, ctypes.c_void_p(ptr)), "memory_create")
         return mem
 
     def execute(self, prim, args):
         arr = (_ExecArg * len(args))(*[_ExecArg(a, m) for a, m in args])
-        self._ok(self.lib.dnnl_primitive_execute(prim, self.stream, len(args), arr), "execute")
-        self._ok(self.lib.dnnl_stream_wait(self.stream), "stream_wait")
+        self.ok(self.lib.dnnl_primitive_execute(prim, self.stream, len(args), arr), "execute")
+        self.ok(self.lib.dnnl_stream_wait(self.stream), "stream_wait")
 
     def reorder(self, src_md, dst_md):
         pd = ctypes.c_void_p()
-        self._ok(self.lib.dnnl_reorder_primitive_desc_create(
+        self.ok(self.lib.dnnl_reorder_primitive_desc_create(
             ctypes.byref(pd), ctypes.c_void_p(src_md), self.engine, ctypes.c_void_p(dst_md),
             self.engine, None), "reorder")
         return self.primitive(pd)
@@ -128,12 +128,19 @@ class _Library:
 
 
 _LIB = None
+_WHY_NOT = None  # the UnsupportedError of the first failed load: not retried on every call
 
 
 def library():
-    global _LIB
+    global _LIB, _WHY_NOT
     if _LIB is None:
-        _LIB = _Library()
+        if _WHY_NOT is not None:
+            raise UnsupportedError(_WHY_NOT)
+        try:
+            _LIB = _Library()
+        except UnsupportedError as exc:
+            _WHY_NOT = str(exc)
+            raise
     return _LIB
 
 

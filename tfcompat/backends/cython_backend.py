@@ -342,7 +342,7 @@ def _bf16_matmul_primitive(m, k, n):
     L = D.library()
     mds = (L.md((m, k), D.BF16, (k, 1)), L.md((k, n), D.BF16, (1, k)), L.md((m, n), D.BF16, (n, 1)))
     pd = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), L.engine, *mds[:2], None,
+    L.ok(L.lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), L.engine, *mds[:2], None,
                                                  mds[2], None), "matmul_primitive_desc_create")
     return L.primitive(pd), mds
 

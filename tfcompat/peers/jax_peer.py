@@ -40,9 +40,9 @@ def _jax():
 
 def missing():
     try:
-        import jax  # noqa: F401
-    except ImportError:
-        return "JAX is not installed: pip install 'tfcompat[jax]'"
+        _jax()
+    except UnsupportedError as exc:
+        return str(exc)
     return None
 
 

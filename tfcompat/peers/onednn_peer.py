@@ -76,11 +76,11 @@ def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors):
     dst = L.md(out_logical, dtype, plain_strides(out_logical, order))
     fac = (ctypes.c_float * len(factors))(*factors) if factors else None
     fwd = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_resampling_forward_primitive_desc_create(
+    L.ok(L.lib.dnnl_resampling_forward_primitive_desc_create(
         ctypes.byref(fwd), L.engine, FORWARD_TRAINING, alg, fac, src, dst, None),
         "resampling_forward_primitive_desc_create")
     pd = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_resampling_backward_primitive_desc_create(
+    L.ok(L.lib.dnnl_resampling_backward_primitive_desc_create(
         ctypes.byref(pd), L.engine, alg, fac, src, dst, fwd, None),
         "resampling_backward_primitive_desc_create")
     return L.primitive(pd), L.impl(pd), src, dst
@@ -155,11 +155,11 @@ def _conv_steps(x_logical, w_logical, y_logical, dtype, channels_last, strides, 
     any_x, any_w, any_y = (L.md(s, dtype) for s in (x_logical, w_logical, y_logical))
     args = (Dims(*strides), Dims(*dilates), Dims(*pad_l), Dims(*pad_r))
     fwd = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_convolution_forward_primitive_desc_create(
+    L.ok(L.lib.dnnl_convolution_forward_primitive_desc_create(
         ctypes.byref(fwd), L.engine, FORWARD_TRAINING, CONVOLUTION_DIRECT, any_x, any_w, None,
         any_y, *args, None), "convolution_forward_primitive_desc_create")
     pd = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_convolution_backward_data_primitive_desc_create(
+    L.ok(L.lib.dnnl_convolution_backward_data_primitive_desc_create(
         ctypes.byref(pd), L.engine, CONVOLUTION_DIRECT, any_x, any_w, any_y, *args, fwd, None),
         "convolution_backward_data_primitive_desc_create")
     want = {q: L.lib.dnnl_primitive_desc_query_md(pd, q, 0)
@@ -255,7 +255,7 @@ class _LogicalTensor(ctypes.Structure):
 
 def _logical(L, tid, shape, dtype):
     lt = _LogicalTensor()
-    L._ok(L.lib.dnnl_graph_logical_tensor_init_with_strides(
+    L.ok(L.lib.dnnl_graph_logical_tensor_init_with_strides(
         ctypes.byref(lt), ctypes.c_size_t(tid), dtype, len(shape), Dims(*shape),
         Dims(*plain_strides(shape, list(range(len(shape))))), GRAPH_PROPERTY_VARIABLE),
         "graph_logical_tensor_init_with_strides")
@@ -270,30 +270,30 @@ def _graph_interpolate_backward(src_shape, dst_shape, dtype, mode, transform, da
     src, ddst, dsrc = (_logical(L, i, s, dtype) for i, s in
                        enumerate((src_shape, dst_shape, src_shape)))
     op = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_graph_op_create(ctypes.byref(op), ctypes.c_size_t(0),
+    L.ok(L.lib.dnnl_graph_op_create(ctypes.byref(op), ctypes.c_size_t(0),
                                      GRAPH_OP_INTERPOLATE_BACKWARD, b"interpolate_backward"),
           "graph_op_create")
     for lt in (src, ddst):
-        L._ok(L.lib.dnnl_graph_op_add_input(op, ctypes.byref(lt)), "graph_op_add_input")
-    L._ok(L.lib.dnnl_graph_op_add_output(op, ctypes.byref(dsrc)), "graph_op_add_output")
+        L.ok(L.lib.dnnl_graph_op_add_input(op, ctypes.byref(lt)), "graph_op_add_input")
+    L.ok(L.lib.dnnl_graph_op_add_output(op, ctypes.byref(dsrc)), "graph_op_add_output")
     for attr, text in ((GRAPH_ATTR_MODE, mode), (GRAPH_ATTR_COORDINATE_MODE, transform),
                        (GRAPH_ATTR_DATA_FORMAT, data_format)):
         raw = text.encode()
-        L._ok(L.lib.dnnl_graph_op_set_attr_str(op, attr, raw, ctypes.c_size_t(len(raw))),
+        L.ok(L.lib.dnnl_graph_op_set_attr_str(op, attr, raw, ctypes.c_size_t(len(raw))),
               "graph_op_set_attr_str")
     if sizes:
-        L._ok(L.lib.dnnl_graph_op_set_attr_s64(op, GRAPH_ATTR_SIZES,
+        L.ok(L.lib.dnnl_graph_op_set_attr_s64(op, GRAPH_ATTR_SIZES,
                                                (ctypes.c_int64 * len(sizes))(*sizes),
                                                ctypes.c_size_t(len(sizes))), "sizes")
     else:
-        L._ok(L.lib.dnnl_graph_op_set_attr_f32(op, GRAPH_ATTR_SCALES,
+        L.ok(L.lib.dnnl_graph_op_set_attr_f32(op, GRAPH_ATTR_SCALES,
                                                (ctypes.c_float * len(scales))(*scales),
                                                ctypes.c_size_t(len(scales))), "scales")
     part = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_graph_partition_create_with_op(ctypes.byref(part), op, 1),
+    L.ok(L.lib.dnnl_graph_partition_create_with_op(ctypes.byref(part), op, 1),
           "graph_partition_create_with_op")
     supported = ctypes.c_uint8()
-    L._ok(L.lib.dnnl_graph_partition_is_supported(part, ctypes.byref(supported)),
+    L.ok(L.lib.dnnl_graph_partition_is_supported(part, ctypes.byref(supported)),
           "graph_partition_is_supported")
     if not supported.value:
         L.lib.dnnl_graph_partition_destroy(part)
@@ -301,11 +301,11 @@ def _graph_interpolate_backward(src_shape, dst_shape, dtype, mode, transform, da
         raise UnsupportedError(f"oneDNN's graph API does not support InterpolateBackward "
                                f"{mode}/{transform} {data_format} {np.dtype('float32') if dtype == F32 else dtype}")
     compiled = ctypes.c_void_p()
-    L._ok(L.lib.dnnl_graph_compiled_partition_create(ctypes.byref(compiled), part),
+    L.ok(L.lib.dnnl_graph_compiled_partition_create(ctypes.byref(compiled), part),
           "graph_compiled_partition_create")
     ins = (ctypes.POINTER(_LogicalTensor) * 2)(ctypes.pointer(src), ctypes.pointer(ddst))
     outs = (ctypes.POINTER(_LogicalTensor) * 1)(ctypes.pointer(dsrc))
-    L._ok(L.lib.dnnl_graph_partition_compile(part, compiled, ctypes.c_size_t(2), ins,
+    L.ok(L.lib.dnnl_graph_partition_compile(part, compiled, ctypes.c_size_t(2), ins,
                                              ctypes.c_size_t(1), outs, L.engine),
           "graph_partition_compile")
     return compiled, (src, ddst, dsrc), (op, part)
@@ -343,16 +343,16 @@ def graph_interpolate_backward(inputs, attrs):
         try:
             for lt, arr in zip(lts, (src_dummy, dy, dx)):
                 t = ctypes.c_void_p()
-                L._ok(L.lib.dnnl_graph_tensor_create(ctypes.byref(t), ctypes.byref(lt),
+                L.ok(L.lib.dnnl_graph_tensor_create(ctypes.byref(t), ctypes.byref(lt),
                                                      L.engine, ctypes.c_void_p(ptr(arr))),
                       "graph_tensor_create")
                 tensors.append(t)
             ins = (ctypes.c_void_p * 2)(tensors[0], tensors[1])
             outs = (ctypes.c_void_p * 1)(tensors[2])
-            L._ok(L.lib.dnnl_graph_compiled_partition_execute(
+            L.ok(L.lib.dnnl_graph_compiled_partition_execute(
                 compiled, L.stream, ctypes.c_size_t(2), ins, ctypes.c_size_t(1), outs),
                 "graph_compiled_partition_execute")
-            L._ok(L.lib.dnnl_stream_wait(L.stream), "stream_wait")
+            L.ok(L.lib.dnnl_stream_wait(L.stream), "stream_wait")
         finally:
             for t in tensors:
                 L.lib.dnnl_graph_tensor_destroy(t)

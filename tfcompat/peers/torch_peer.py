@@ -41,9 +41,9 @@ def _torch():
 
 def missing():
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        return "PyTorch is not installed: pip install 'tfcompat[torch]'"
+        _torch()
+    except UnsupportedError as exc:
+        return str(exc)
     return None
 
 
