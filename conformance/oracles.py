@@ -25,7 +25,6 @@ from .cases import INTERP_T, TF_FLAGS
 NP_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
              "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
              "u8": np.dtype(np.uint8), "i8": np.dtype(np.int8), "i32": np.dtype(np.int32)}
-HALF = ("f16", "bf16")
 
 # ORT's ResizeGrad test vectors (docs/semantics.md §6), keyed by case id.
 ORT_VECTORS = {
@@ -246,7 +245,6 @@ def torch_oracle(case, inputs, attrs, device="cpu"):
     """PyTorch autograd for the modes it shares with TF/ORT (CPU or CUDA), else Unsupported."""
     import torch
     import torch.nn.functional as F
-    dt = torch.float64
     if case.op == "conv":
         p = _conv.conv_problem(inputs, attrs)
         if case.p not in ("VALID",) and not (case.p.startswith("E") and

@@ -1,7 +1,6 @@
 """Adjoint identity <F(x), y> == <x, B(y)> for every kernel, with the forward ops of
 tests/helpers.py (written from docs/semantics.md's formulas with scalar float32 coordinate
 math, independent of both backends)."""
-import math
 
 import numpy as np
 import pytest

@@ -11,7 +11,7 @@ import pytest
 import tfcompat as T
 from tfcompat import _conv, _resample as rs
 from tfcompat.backends import numpy_backend
-from helpers import CONV_TOL, TOL, assert_bitwise, assert_close, tf_or_skip
+from helpers import CONV_TOL, assert_bitwise, assert_close, tf_or_skip
 
 tf = tf_or_skip()
 

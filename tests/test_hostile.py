@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 import tfcompat as T
-from helpers import CONV_TOL, TOL, assert_close, conv_forward, resample_forward
+from helpers import CONV_TOL, assert_close, conv_forward, resample_forward
 
 SIZES = st.sampled_from([1, 2, 3, 5, 7, 11, 13, 17])
 FLOATS = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]

@@ -60,13 +60,6 @@ def _data_order(ndim, channels_last):
     return list(range(ndim))
 
 
-class _Step:
-    """A created primitive with its memory descriptors: the user's and the primitive's."""
-
-    def __init__(self, prim, impl, user, want):
-        self.prim, self.impl, self.user, self.want = prim, impl, user, want
-
-
 @functools.lru_cache(maxsize=64)
 def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors):
     L = library()
