@@ -61,6 +61,7 @@ def test_ring_is_used_and_bounded(rng):
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["float32", "bfloat16"])
 def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
     monkeypatch.setattr(cython_backend, "BAND_GEMM_BYTES", 1)
+    monkeypatch.setattr(cython_backend, "BF16_GEMM", "float32")  # the ring, with or without oneDNN
     old = T.get_num_threads()
     outs = []
     try:
@@ -108,14 +109,18 @@ def _onednn_missing():
     return _dnnl.missing()
 
 
-@pytest.mark.skipif(_onednn_missing() is not None,
-                    reason=f"oneDNN not installed: {_onednn_missing()}")
+needs_onednn = pytest.mark.skipif(_onednn_missing() is not None,
+                                  reason=f"oneDNN not installed: {_onednn_missing()}")
+
+
+@needs_onednn
 @pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("gemm", ["auto", "float32"])
 def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypatch):
     """A 1x1, stride-1 bfloat16 conv is one GEMM: with oneDNN installed, its bfloat16 matmul
     (float32 accumulation, rounded once); TFCOMPAT_BF16_GEMM=float32 keeps our float32 GEMM.
-    Both within bfloat16's tolerance of the float64 reference."""
+    Both within bfloat16's tolerance of the float64 reference, and the same bits on any
+    thread count."""
     monkeypatch.setattr(cython_backend, "BF16_GEMM", gemm)
     bf = ml_dtypes.bfloat16
     n, h, w, c, oc = 3, 5, 7, 6, 4
@@ -124,8 +129,14 @@ def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypat
     dy = nhwc if fmt == "NHWC" else np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
     sizes = [n, h, w, c] if fmt == "NHWC" else [n, c, h, w]
     strides = [1, 1, 1, 1]
-    got = T.conv2d_backprop_input(sizes, filt, dy, strides=strides, padding="VALID",
-                                  data_format=fmt)
+    outs = []
+    for k in (1, 2, 3):
+        T.set_num_threads(k)
+        outs.append(T.conv2d_backprop_input(sizes, filt, dy, strides=strides, padding="VALID",
+                                            data_format=fmt))
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
+    got = outs[0]
     f64 = np.float64
     ref = T.conv2d_backprop_input(sizes, filt.astype(f64), dy.astype(f64), strides=strides,
                                   padding="VALID", data_format=fmt, backend="numpy")
@@ -134,3 +145,42 @@ def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypat
                                     backend="numpy")
     assert got.dtype == np.dtype(bf) and got.shape == ref.shape
     assert_close(got, ref, scale, bf, CONV_TOL)
+
+
+# bfloat16 with oneDNN installed (TFCOMPAT_BF16_GEMM=auto): every conv that is not 1x1 runs the
+# gather with oneDNN's single-threaded bfloat16 matmul per band of each stride phase. The
+# extra cases: a 2x2 stride-2 filter on an even input, whose phases read dy itself (no
+# gather), and 3x3 stride 1. ``values`` 1 and 40 make many bands and a shorter last band.
+ONEDNN_CASES = CASES + [(2, 2, 2, 1, (0, 0, 0, 0)), (1, 1, 2, 1, (0, 0, 0, 0)),
+                        (3, 3, 1, 1, (1, 1, 1, 1))]
+
+
+@needs_onednn
+@pytest.mark.parametrize("values", [1, 40, 1 << 19])
+@pytest.mark.parametrize("case", ONEDNN_CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_bfloat16_through_onednn_matmul_matches_reference(case, values, rng, monkeypatch):
+    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", values)
+    got, ref, scale = _run(case, ml_dtypes.bfloat16, rng, h=22, w=10, c=5, oc=3)
+    assert got.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert_close(got, ref, scale, ml_dtypes.bfloat16, CONV_TOL)
+
+
+@needs_onednn
+@pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (2, 2, 2, 1, (0, 0, 0, 0)),
+                                  (3, 3, 1, 2, (2, 2, 2, 2))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_bfloat16_through_onednn_same_bits_on_any_thread_count(case, monkeypatch):
+    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 200)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3, 5):
+            T.set_num_threads(k)
+            outs.append(_run(case, ml_dtypes.bfloat16, np.random.default_rng(5), n=7, h=22, w=10,
+                             c=17, oc=33)[0])
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))

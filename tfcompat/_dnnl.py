@@ -5,7 +5,9 @@ backend's bfloat16 GEMM (oneDNN's matmul, where the library is installed:
 values of oneDNN 3.2's headers (include/oneapi/dnnl/dnnl_common_types.h, dnnl_types.h),
 checked against ``dnnl_version()`` when the library loads.
 """
+import contextlib
 import ctypes
+import functools
 import glob
 import os
 import sys
@@ -20,8 +22,11 @@ FORWARD_TRAINING = 64
 CONVOLUTION_DIRECT = 0x1
 RESAMPLING_NEAREST, RESAMPLING_LINEAR = 0x2fff0, 0x2fff1
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_DIFF_SRC, ARG_DIFF_DST = 1, 17, 33, 129, 145
+ARG_SCRATCHPAD = 80
 QUERY_IMPL_INFO_STR = 8
-QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DIFF_DST_MD = 130, 131, 134
+QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DIFF_DST_MD, QUERY_SCRATCHPAD_MD = 130, 131, 134, 136
+SCRATCHPAD_USER = 1
+RUNTIME_SEQ, RUNTIME_OMP = 1, 2   # dnnl_config.h: the CPU threading runtime it was built with
 MAX_NDIMS = 12
 Dims = ctypes.c_int64 * MAX_NDIMS
 
@@ -60,6 +65,7 @@ class _Library:
         lib.dnnl_version.restype = ctypes.POINTER(_Version)
         v = lib.dnnl_version().contents
         self.version = f"{v.major}.{v.minor}.{v.patch}"
+        self.cpu_runtime = v.cpu_runtime
         if v.major != 3:
             raise UnsupportedError(f"oneDNN {self.version} at {path}: this adapter speaks "
                                    "oneDNN 3's C API")
@@ -72,6 +78,31 @@ class _Library:
         self.ok(lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, 1),
                  "dnnl_stream_create")
         self.lock = threading.Lock()
+        self.execute_address = ctypes.cast(lib.dnnl_primitive_execute, ctypes.c_void_p).value
+        self.wait_address = ctypes.cast(lib.dnnl_stream_wait, ctypes.c_void_p).value
+        self.set_handle_address = ctypes.cast(lib.dnnl_memory_set_data_handle,
+                                              ctypes.c_void_p).value
+        self._gomp = None
+
+    @contextlib.contextmanager
+    def threads(self, n):
+        """Primitives created inside run with ``n`` threads (oneDNN's OpenMP runtime fixes a
+        primitive's thread count when it is created, from the creating thread's OpenMP
+        setting, which this sets and restores; the sequential runtime always runs one)."""
+        if self.cpu_runtime == RUNTIME_SEQ:
+            yield
+            return
+        if self.cpu_runtime != RUNTIME_OMP:
+            raise UnsupportedError(f"oneDNN {self.version} was built with threading runtime "
+                                   f"{self.cpu_runtime}; tfcompat controls only OpenMP's")
+        if self._gomp is None:
+            self._gomp = ctypes.CDLL("libgomp.so.1")  # the runtime libdnnl loaded
+        before = self._gomp.omp_get_max_threads()
+        self._gomp.omp_set_num_threads(n)
+        try:
+            yield
+        finally:
+            self._gomp.omp_set_num_threads(before)
 
     @staticmethod
     def ok(status, what):
@@ -120,6 +151,14 @@ class _Library:
             self.engine, None), "reorder")
         return self.primitive(pd)
 
+    def new_stream(self):
+        stream = ctypes.c_void_p()
+        self.ok(self.lib.dnnl_stream_create(ctypes.byref(stream), self.engine, 1), "stream_create")
+        return stream
+
+    def query_md(self, pd, what):
+        return self.lib.dnnl_primitive_desc_query_md(pd, what, 0)
+
     def same(self, a, b):
         return bool(self.lib.dnnl_memory_desc_equal(ctypes.c_void_p(a), ctypes.c_void_p(b)))
 
@@ -165,3 +204,51 @@ def plain_strides(shape, order):
 
 def ptr(arr):
     return arr.ctypes.data
+
+
+class Matmul:
+    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major: bfloat16 a and b, float32
+    accumulation, ``out_dtype`` out (rounded once), created to run with ``threads`` threads.
+    With ``user_scratchpad`` the caller passes the scratchpad (ARG_SCRATCHPAD), so that one
+    primitive can run in several threads at once. ``mds``: the (a, b, out) memory descriptors;
+    ``scratchpad_md`` and ``scratchpad_bytes``; ``impl``: the implementation oneDNN chose.
+    Its oneDNN objects are freed with it."""
+
+    def __init__(self, m, k, n, out_dtype, threads, user_scratchpad):
+        L = self.L = library()
+        self.pd = self.primitive = None
+        self.mds = (L.md((m, k), BF16, (k, 1)), L.md((k, n), BF16, (n, 1)),
+                    L.md((m, n), out_dtype, (n, 1)))
+        attr = ctypes.c_void_p()
+        L.ok(L.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "primitive_attr_create")
+        try:
+            if user_scratchpad:
+                L.ok(L.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, SCRATCHPAD_USER),
+                     "set_scratchpad_mode")
+            pd = ctypes.c_void_p()
+            with L.threads(threads):
+                L.ok(L.lib.dnnl_matmul_primitive_desc_create(
+                    ctypes.byref(pd), L.engine, *self.mds[:2], None, self.mds[2], attr),
+                    "matmul_primitive_desc_create")
+                self.pd = pd
+                self.primitive = L.primitive(pd)
+        finally:
+            L.lib.dnnl_primitive_attr_destroy(attr)
+        self.scratchpad_md = L.query_md(pd, QUERY_SCRATCHPAD_MD)
+        self.scratchpad_bytes = L.size(self.scratchpad_md) if self.scratchpad_md else 0
+        self.impl = L.impl(pd)
+
+    def __del__(self):
+        lib = self.L.lib
+        if self.primitive is not None:
+            lib.dnnl_primitive_destroy(self.primitive)
+        if self.pd is not None:
+            lib.dnnl_primitive_desc_destroy(self.pd)
+        for md in self.mds:
+            lib.dnnl_memory_desc_destroy(md)
+
+
+@functools.lru_cache(maxsize=64)
+def matmul_bf16(m, k, n, out_dtype, threads, user_scratchpad=False):
+    """The :class:`Matmul` for these arguments, made once."""
+    return Matmul(m, k, n, out_dtype, threads, user_scratchpad)

@@ -10,7 +10,6 @@ straight to its plan, with no parsing; any other call is parsed, and its plan is
 layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
 of tables, oldest out first), so a training loop validates once and memory stays bounded.
 """
-import functools
 import os
 import threading
 
@@ -305,8 +304,8 @@ CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 def gather_tables(p, ct):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
-    filter's taps as a [taps * OC, C] matrix."""
-    w = np.asarray(p.filter, ct)
+    filter's taps as a [taps * OC, C] matrix of dtype ``ct``."""
+    w = np.asarray(p.filter).astype(ct, copy=False)
     info, offy, offx, taps = [], [], [], []
     a_values = out_values = offset = 0
     for py in range(p.sh):
@@ -330,53 +329,107 @@ def gather_tables(p, ct):
             a_values, out_values)
 
 
+# bfloat16 GEMMs: "auto" uses oneDNN's bfloat16 matmul where it is installed, "float32" never
 BF16_GEMM = os.environ.get("TFCOMPAT_BF16_GEMM", "auto")
-
-
-@functools.lru_cache(maxsize=16)
-def _bf16_matmul_primitive(m, k, n):
-    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n] (b stored as [n, k]): bfloat16 in and out,
-    float32 accumulation, rounded once."""
-    import ctypes
-    from .. import _dnnl as D
-    L = D.library()
-    mds = (L.md((m, k), D.BF16, (k, 1)), L.md((k, n), D.BF16, (1, k)), L.md((m, n), D.BF16, (n, 1)))
-    pd = ctypes.c_void_p()
-    L.ok(L.lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), L.engine, *mds[:2], None,
-                                                 mds[2], None), "matmul_primitive_desc_create")
-    return L.primitive(pd), mds
 
 
 def _bf16_gemm_available():
     if BF16_GEMM == "float32":
         return False
     from .. import _dnnl
-    return _dnnl.missing() is None
+    if _dnnl.missing() is not None:
+        return False
+    return _dnnl.library().cpu_runtime in (_dnnl.RUNTIME_SEQ, _dnnl.RUNTIME_OMP)
 
 
-def _bf16_direct(dy, w2, m, k, n):
-    """A 1x1, stride-1, unpadded bfloat16 conv: dx [m, n] = dy [m, k] @ w2 [n, k]^T by oneDNN's
-    bfloat16 matmul (AVX512-BF16 where the CPU has it), where our float32 GEMM would widen
-    both (docs/performance.md)."""
+def _bf16_direct(dy, w2, m, k, n, nthreads):
+    """A 1x1, stride-1, unpadded bfloat16 conv: dx [m, n] = dy [m, k] @ w2 [k, n] by one oneDNN
+    bfloat16 matmul on ``nthreads`` threads (AVX512-BF16 where the CPU has it), where our
+    float32 GEMM would widen both (docs/performance.md)."""
     from .. import _dnnl as D
     L = D.library()
-    prim, mds = _bf16_matmul_primitive(m, k, n)
+    mm = D.matmul_bf16(m, k, n, D.BF16, nthreads)
     dx = _memory.empty((m, n), ck.BFLOAT16)
     with L.lock:
-        mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mds, (dy, w2, dx))]
+        mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mm.mds, (dy, w2, dx))]
         try:
-            L.execute(prim, list(zip((D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST), mems)))
+            L.execute(mm.primitive, list(zip((D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST), mems)))
         finally:
             for mem in mems:
                 L.lib.dnnl_memory_destroy(mem)
     return dx
 
 
+# dnnl_exec_arg_t {int arg; dnnl_memory_t memory;} on a 64-bit platform
+_EXEC_ARG = np.dtype([("arg", np.int32), ("pad", np.int32), ("memory", np.uintp)])
+
+
+class _Bf16Gather:
+    """oneDNN's side of the bfloat16 gather (conv.pxi's ``use_dnnl``): single-threaded
+    bf16 x bf16 -> float32 matmuls, one per stride phase and band height (its bands, and its
+    last, shorter one), and per worker a stream, a scratchpad and the memory objects that bind
+    the worker's part of ``work``; ``close`` frees them. Every image runs the same primitives
+    whichever worker takes it, so the result does not depend on the thread count."""
+
+    def __init__(self, plan, g, work, nt, oc, c):
+        from .. import _dnnl as D
+        L = self.L = D.library()
+        info, taps, a_floats = g[1], g[4], g[5]
+        made = self.made = []   # [phase][kind]: a Matmul, or None
+        for row in info:
+            hp, wp, band = int(row[2]), int(row[3]), int(row[6])
+            k2 = int(row[4]) * int(row[5]) * oc
+            made.append([D.matmul_bf16(rows * wp, k2, c, D.F32, 1, True) if k2 and rows else None
+                         for rows in (band, hp % band)])
+        prims = np.array([[x.primitive.value if x else 0 for x in kinds] for kinds in made],
+                         np.uintp)
+        scratch_bytes = max([x.scratchpad_bytes for kinds in made for x in kinds if x] or [0])
+        args = np.zeros((nt, len(info), 2, 4), _EXEC_ARG)
+        per_worker = plan.workspace(1) * 4           # bytes of float32 scratch per worker
+        arg_ids = (D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST, D.ARG_SCRATCHPAD)
+        self.mems, self.streams, self.scratch = [], [], []
+        try:
+            for t in range(nt):
+                scratch = np.empty(max(1, scratch_bytes), np.uint8)
+                self.scratch.append(scratch)
+                a_ptr = D.ptr(work) + t * per_worker  # the gathered A (bfloat16), then out
+                ptrs = (a_ptr, None, a_ptr + a_floats * 4, D.ptr(scratch))
+                for ph, kinds in enumerate(made):
+                    for kind, x in enumerate(kinds):
+                        if x is None:
+                            continue
+                        for j, md in enumerate([m.value for m in x.mds] + [x.scratchpad_md]):
+                            ptr = D.ptr(taps) + int(info[ph][7]) * 2 if j == 1 else ptrs[j]
+                            mem = L.memory(md, ptr)
+                            self.mems.append(mem)
+                            args[t, ph, kind, j] = (arg_ids[j], 0, mem.value)
+                self.streams.append(L.new_stream())
+        except BaseException:
+            self.close()
+            raise
+        self.status = np.zeros(nt, np.int32)
+        plan.use_dnnl(L.execute_address, L.wait_address, L.set_handle_address, prims,
+                      np.array([s.value for s in self.streams], np.uintp), args, self.status)
+
+    def check(self):
+        bad = self.status[self.status != 0]
+        if bad.size:
+            raise RuntimeError(f"oneDNN's matmul failed with status {int(bad[0])}")
+
+    def close(self):
+        for mem in self.mems:
+            self.L.lib.dnnl_memory_destroy(mem)
+        for stream in self.streams:
+            self.L.lib.dnnl_stream_destroy(stream)
+        self.mems, self.streams = [], []
+
+
 def _use_gather(p):
     """The gather strategy for float32 when the filter has fewer output than input channels:
     its gathered dy (taps * OC per dx position) is then smaller than the col2im's columns
     (taps * C per dy position), and C3 ran 1.09-1.12x faster with it; with OC >= C (C1, C2,
-    C5) or other dtypes it was as fast or slower (docs/performance.md)."""
+    C5) or other dtypes it was as fast or slower (docs/performance.md). bfloat16 with oneDNN
+    (``dnnl``) always gathers: its GEMMs then run on bfloat16 data, with no col2im."""
     if CONV_STRATEGY != "auto":
         return CONV_STRATEGY == "gather"
     return p.dtype == F32 and p.OC < p.C
@@ -392,10 +445,11 @@ def _run_conv(problem):
     dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
     dy = np.require(dy, requirements="CA")
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
-    if direct and half is True and _bf16_gemm_available():
-        # the filter [1, 1, C, OC] is the matmul's [k = OC, n = C] operand stored as [n, k]
-        dx = _bf16_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC)),
-                          p.N * p.H * p.W, p.OC, p.C).reshape(p.N, p.H, p.W, p.C)
+    bf16_gemm = half is True and _bf16_gemm_available()
+    if direct and bf16_gemm:
+        # the filter [1, 1, C, OC] is the matmul's b [k = OC, n = C]: its transpose
+        dx = _bf16_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
+                          p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
     w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
@@ -405,13 +459,28 @@ def _run_conv(problem):
     per_image = p.N >= 2
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
     band, cap = column_ring(p, h_tab, ct.itemsize) if per_image else (p.OH, p.OH)
-    gather = gather_tables(p, ct) if per_image and not direct and _use_gather(p) else None
+    dnnl = per_image and not direct and bf16_gemm and CONV_STRATEGY != "col2im"
+    if dnnl:
+        gather = gather_tables(p, p.dtype)
+        # the gathered A holds bfloat16: half the float32 values it is counted in
+        gather = gather[:5] + (-(-gather[5] // 2), gather[6])
+    elif per_image and not direct and _use_gather(p):
+        gather = gather_tables(p, ct)
+    else:
+        gather = None
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
                              per_image, direct, band, cap, _STORAGE[half], ct == F64, gather)
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
-    if per_image:
+    if dnnl:
+        hook = _Bf16Gather(plan, gather, work, nt, p.OC, p.C)
+        try:
+            plan.run(dy, w2, dx, nt, work)
+        finally:
+            hook.close()
+        hook.check()
+    elif per_image:
         with _blas_single_thread():
             plan.run(dy, w2, dx, nt, work)
     else:

@@ -23,6 +23,18 @@ cdef enum:
     STORE_FLOAT16 = 1       # dy and dx hold float16 bits; compute in float32
     STORE_BFLOAT16 = 2      # dy and dx hold bfloat16 bits; compute in float32
 
+# oneDNN's C API (include/oneapi/dnnl/dnnl.h), for the gather strategy's bfloat16 GEMMs: the
+# Python layer (tfcompat/_dnnl.py) creates single-threaded matmul primitives, a stream per
+# thread and the argument lists, and passes the two functions' addresses.
+ctypedef int (*dnnl_execute_f)(const void* primitive, void* stream, int nargs,
+                               const void* args) noexcept nogil
+ctypedef int (*dnnl_wait_f)(void* stream) noexcept nogil
+ctypedef int (*dnnl_set_handle_f)(void* memory, void* handle) noexcept nogil
+
+cdef struct DnnlExecArg:    # dnnl_exec_arg_t
+    int arg
+    void* memory
+
 
 def conv_axis_table(Py_ssize_t in_size, Py_ssize_t out_size, Py_ssize_t ksize,
                     Py_ssize_t stride, Py_ssize_t dilation, Py_ssize_t pad_before):
@@ -77,6 +89,19 @@ cdef struct ConvArgs:
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
+    # the bfloat16 gather with oneDNN's matmul (bf16 x bf16 -> float32): the gathered dy stays
+    # bfloat16; the band of phase p with kind k (0: ``band`` rows, 1: the phase's last, shorter
+    # band) is run by primitive dn_prims[p * 2 + k] with the arguments (a, b, out, scratchpad)
+    # dn_args[((t * phases + p) * 2 + k) * 4 ...] of worker t, on stream dn_streams[t]; a
+    # failed call leaves its status in dn_status[t]
+    bint dnnl
+    dnnl_execute_f dn_execute
+    dnnl_wait_f dn_wait
+    dnnl_set_handle_f dn_set_handle
+    const intptr_t* dn_prims
+    const intptr_t* dn_streams
+    const DnnlExecArg* dn_args
+    int32_t* dn_status
 
 
 cdef void _col2im_row(const real_acc* cols, real_acc* dst, Py_ssize_t iy, const ConvArgs* c,
@@ -192,10 +217,12 @@ cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
     cdef Py_ssize_t Wp = info[3], nty = info[4], ntx = info[5], OC = c.OC
     cdef Py_ssize_t K2 = nty * ntx * OC, j, i, ta, tb, oy, ox, src
     cdef real_acc* seg
+    cdef uint16_t* bits
     cdef bint bf = c.storage == STORE_BFLOAT16
     for j in range(j0, j0 + rows):
         for i in range(Wp):
             seg = a + ((j - j0) * Wp + i) * K2
+            bits = <uint16_t*>a + ((j - j0) * Wp + i) * K2    # c.dnnl: A holds bfloat16 bits
             for ta in range(nty):
                 oy = j + offy[ta]
                 for tb in range(ntx):
@@ -204,22 +231,55 @@ cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
                         src = ((n * c.OH + oy) * c.OW + ox) * OC
                         if c.storage == STORE_NATIVE:
                             memcpy(seg, <const real_acc*>dy + src, OC * sizeof(real_acc))
+                        elif c.dnnl:
+                            memcpy(bits, <const uint16_t*>dy + src, OC * sizeof(uint16_t))
                         elif real_acc is float:
                             to_f32(<const uint16_t*>dy + src, seg, OC, bf)
+                    elif c.dnnl:
+                        memset(bits, 0, OC * sizeof(uint16_t))
                     else:
                         memset(seg, 0, OC * sizeof(real_acc))
                     seg = seg + OC
+                    bits = bits + OC
+
+
+cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const int32_t* offx,
+                                const ConvArgs* c) noexcept nogil:
+    """True when a phase's gathered A would be dy itself: one tap, reading dy at the phase's
+    own positions, over whole dy rows."""
+    return (info[4] == 1 and info[5] == 1 and offy[0] == 0 and offx[0] == 0
+            and info[3] == c.OW and info[2] <= c.OH)
+
+
+cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
+                            const void* a) noexcept nogil:
+    """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band): the phase's
+    taps, the worker's output and scratchpad are bound to the argument list the Python layer
+    made; A is the worker's gathered band, or ``a`` (dy's rows) when that is not NULL."""
+    cdef void* stream = <void*>c.dn_streams[t]
+    cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 2 + tail) * 4
+    cdef int status = 0
+    if a != NULL:
+        status = c.dn_set_handle(args[0].memory, <void*>a)
+    if status == 0:
+        status = c.dn_execute(<const void*>c.dn_prims[p * 2 + tail], stream, 4, args)
+    if status == 0:
+        status = c.dn_wait(stream)
+    if status != 0 and c.dn_status[t] == 0:
+        c.dn_status[t] = status
 
 
 cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_t n,
-                             const ConvArgs* c) noexcept nogil:
+                             Py_ssize_t t, const ConvArgs* c) noexcept nogil:
     """Image n as sh * sw stride phases. dx at (py + sh j, px + sw i) takes, from tap (ky, kx)
     with (py + pad_top - ky dh) divisible by sh (and likewise in x), dy at row
     j + (py + pad_top - ky dh) / sh: a stride-1 convolution per phase, so each phase is GEMMs
     of a band of gathered dy rows [band * Wp, taps * OC] against the phase's taps of the
     filter [taps * OC, C]. With stride 1 and the native type the GEMM writes dx itself;
     otherwise its rows are scattered (and rounded) into dx. Each dx element is one GEMM
-    output, summed by BLAS in its own order (the conv is held to a tolerance)."""
+    output, summed by BLAS (or by oneDNN's single-threaded matmul, c.dnnl) in its own order
+    (the conv is held to a tolerance): the same call on the same shapes whichever worker t
+    runs it."""
     cdef Py_ssize_t p, j0, rows, Hp, Wp, K2, r, i, j, C = c.C
     cdef const int32_t* info
     cdef real_acc* a = work
@@ -238,17 +298,23 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
             if K2 == 0:
                 # no tap reaches this phase: its dx elements are zero
                 memset(out, 0, rows * Wp * C * sizeof(real_acc))
+            elif c.dnnl and _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
+                _dnnl_gemm(c, p, t, rows != info[6],
+                           <const uint16_t*>dy + (n * c.OH + j0) * c.OW * c.OC)
             else:
                 _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
                              c.ph_offx + p * c.fw, c)
-                if direct:
+                if c.dnnl:
+                    _dnnl_gemm(c, p, t, rows != info[6], NULL)
+                elif direct:
                     _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
                                <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp),
                                <int>K2, <int>C, <int>C)
                     j0 = j0 + rows
                     continue
-                _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp),
-                           <int>K2, <int>C, <int>C)
+                else:
+                    _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp),
+                               <int>K2, <int>C, <int>C)
             for r in range(rows * Wp):
                 j = j0 + r // Wp
                 i = r % Wp
@@ -276,7 +342,7 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
             n = t
             while n < c.N:
                 if c.gather:
-                    _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, c)
+                    _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, t, c)
                 else:
                     _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
                 n = n + num_threads
@@ -331,6 +397,7 @@ cdef class ConvPlan:
         self.float64 = float64
         cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
         c.gather = gather is not None
+        c.dnnl = False
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats): built and
             # checked by tfcompat/backends/cython_backend.py
@@ -349,6 +416,30 @@ cdef class ConvPlan:
                 c.work_per_thread = M * c.OC + (c.OH if c.direct else c.cap) * c.OW * K + c.W * c.C
         else:
             c.work_per_thread = 0
+
+    def use_dnnl(self, size_t execute, size_t wait, size_t set_handle, cnp.ndarray prims,
+                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status):
+        """Run the bfloat16 gather's GEMMs with oneDNN: the addresses of
+        ``dnnl_primitive_execute``, ``dnnl_stream_wait`` and ``dnnl_memory_set_data_handle``,
+        [phases, 2] primitives and a stream per worker (intptr arrays), the
+        [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (bound to each worker's scratch) and
+        an int32 status per worker, all built by tfcompat/backends/cython_backend.py."""
+        c = &self.args
+        TFC_CHECK(c.gather and c.storage == STORE_BFLOAT16 and not self.float64
+                  and cnp.PyArray_SIZE(prims) == c.phases * 2
+                  and <size_t>cnp.PyArray_NBYTES(args) == <size_t>(cnp.PyArray_SIZE(streams)
+                                                                   * c.phases * 8)
+                  * sizeof(DnnlExecArg)
+                  and cnp.PyArray_SIZE(status) == cnp.PyArray_SIZE(streams))
+        self.tables = self.tables + (prims, streams, args, status)
+        c.dn_execute = <dnnl_execute_f>execute
+        c.dn_wait = <dnnl_wait_f>wait
+        c.dn_set_handle = <dnnl_set_handle_f>set_handle
+        c.dn_prims = <const intptr_t*>_data(prims)
+        c.dn_streams = <const intptr_t*>_data(streams)
+        c.dn_args = <const DnnlExecArg*>_data(args)
+        c.dn_status = <int32_t*>cnp.PyArray_DATA(status)
+        c.dnnl = True
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
