@@ -10,6 +10,7 @@ straight to its plan, with no parsing; any other call is parsed, and its plan is
 layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
 of tables, oldest out first), so a training loop validates once and memory stays bounded.
 """
+import contextlib
 import os
 import threading
 
@@ -305,8 +306,7 @@ def gather_tables(p, ct):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``."""
-    w = np.asarray(p.filter).astype(ct, copy=False)
-    info, offy, offx, taps = [], [], [], []
+    info, offy, offx, tap_rows = [], [], [], []
     a_values = out_values = offset = 0
     for py in range(p.sh):
         kys = [k for k in range(p.fh) if (py + p.pad_top - k * p.dh) % p.sh == 0]
@@ -319,27 +319,33 @@ def gather_tables(p, ct):
             # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
             offy.append([(py + p.pad_top - k * p.dh) // p.sh for k in kys] + [0] * (p.fh - len(kys)))
             offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
-            b = w[np.ix_(kys, kxs)].transpose(0, 1, 3, 2).reshape(k2, p.C)
-            taps.append(b.reshape(-1))
-            offset += b.size
+            tap_rows += [ky * p.fw + kx for ky in kys for kx in kxs]
+            offset += k2 * p.C
             a_values = max(a_values, band * wp * k2)
             out_values = max(out_values, band * wp * p.C)
+    # every phase's taps, in phase order: rows (ky, kx, co) of the filter as [fh fw OC, C]
+    w = np.asarray(p.filter).transpose(0, 1, 3, 2).reshape(p.fh * p.fw, p.OC * p.C)
+    taps = np.ascontiguousarray(w[tap_rows], ct).reshape(-1)
     return ((p.sh, p.sw), np.asarray(info, np.int32), np.asarray(offy, np.int32),
-            np.asarray(offx, np.int32), np.ascontiguousarray(np.concatenate(taps), ct),
-            a_values, out_values)
+            np.asarray(offx, np.int32), taps, a_values, out_values)
 
 
 # bfloat16 GEMMs: "auto" uses oneDNN's bfloat16 matmul where it is installed, "float32" never
 BF16_GEMM = os.environ.get("TFCOMPAT_BF16_GEMM", "auto")
 
 
+_dnnl_usable = None
+
+
 def _bf16_gemm_available():
+    global _dnnl_usable
     if BF16_GEMM == "float32":
         return False
-    from .. import _dnnl
-    if _dnnl.missing() is not None:
-        return False
-    return _dnnl.library().cpu_runtime in (_dnnl.RUNTIME_SEQ, _dnnl.RUNTIME_OMP)
+    if _dnnl_usable is None:
+        from .. import _dnnl
+        _dnnl_usable = (_dnnl.missing() is None and _dnnl.library().cpu_runtime
+                        in (_dnnl.RUNTIME_SEQ, _dnnl.RUNTIME_OMP))
+    return _dnnl_usable
 
 
 def _bf16_direct(dy, w2, m, k, n, nthreads):
@@ -364,57 +370,51 @@ def _bf16_direct(dy, w2, m, k, n, nthreads):
 _EXEC_ARG = np.dtype([("arg", np.int32), ("pad", np.int32), ("memory", np.uintp)])
 
 
-class _Bf16Gather:
-    """oneDNN's side of the bfloat16 gather (conv.pxi's ``use_dnnl``): single-threaded
-    bf16 x bf16 -> float32 matmuls, one per stride phase and band height (its bands, and its
-    last, shorter one), and per worker a stream, a scratchpad and the memory objects that bind
-    the worker's part of ``work``; ``close`` frees them. Every image runs the same primitives
+class _DnnlWorkers:
+    """oneDNN's side of the bfloat16 gather (conv.pxi's ``use_dnnl``) for one set of GEMM
+    shapes and worker count: single-threaded bf16 x bf16 -> float32 matmuls, one per stride
+    phase and band height (its bands, and its last, shorter one), and per worker a stream, a
+    scratchpad and memory objects, which the kernel points at each call's data. One call uses
+    it at a time (:func:`_dnnl_workers` lends it out). Every image runs the same primitives
     whichever worker takes it, so the result does not depend on the thread count."""
 
-    def __init__(self, plan, g, work, nt, oc, c):
+    def __init__(self, shapes, nt, c):
         from .. import _dnnl as D
         L = self.L = D.library()
-        info, taps, a_floats = g[1], g[4], g[5]
-        made = self.made = []   # [phase][kind]: a Matmul, or None
-        for row in info:
-            hp, wp, band = int(row[2]), int(row[3]), int(row[6])
-            k2 = int(row[4]) * int(row[5]) * oc
-            made.append([D.matmul_bf16(rows * wp, k2, c, D.F32, 1, True) if k2 and rows else None
-                         for rows in (band, hp % band)])
-        prims = np.array([[x.primitive.value if x else 0 for x in kinds] for kinds in made],
-                         np.uintp)
-        scratch_bytes = max([x.scratchpad_bytes for kinds in made for x in kinds if x] or [0])
-        args = np.zeros((nt, len(info), 2, 4), _EXEC_ARG)
-        per_worker = plan.workspace(1) * 4           # bytes of float32 scratch per worker
-        arg_ids = (D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST, D.ARG_SCRATCHPAD)
         self.mems, self.streams, self.scratch = [], [], []
+        # [phase][kind]: a Matmul, or None
+        self.made = [[D.matmul_bf16(m, k, c, D.F32, 1, True) if m and k else None
+                      for m, k in kinds] for kinds in shapes]
+        self.prims = np.array([[x.primitive.value if x else 0 for x in kinds]
+                               for kinds in self.made], np.uintp)
+        scratch_bytes = max([x.scratchpad_bytes for kinds in self.made for x in kinds if x]
+                            or [0])
+        self.args = np.zeros((nt, len(shapes), 2, 4), _EXEC_ARG)
+        arg_ids = (D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST, D.ARG_SCRATCHPAD)
         try:
             for t in range(nt):
                 scratch = np.empty(max(1, scratch_bytes), np.uint8)
                 self.scratch.append(scratch)
-                a_ptr = D.ptr(work) + t * per_worker  # the gathered A (bfloat16), then out
-                ptrs = (a_ptr, None, a_ptr + a_floats * 4, D.ptr(scratch))
-                for ph, kinds in enumerate(made):
+                for ph, kinds in enumerate(self.made):
                     for kind, x in enumerate(kinds):
                         if x is None:
                             continue
                         for j, md in enumerate([m.value for m in x.mds] + [x.scratchpad_md]):
-                            ptr = D.ptr(taps) + int(info[ph][7]) * 2 if j == 1 else ptrs[j]
-                            mem = L.memory(md, ptr)
+                            mem = L.memory(md, D.ptr(scratch) if j == 3 else None)
                             self.mems.append(mem)
-                            args[t, ph, kind, j] = (arg_ids[j], 0, mem.value)
+                            self.args[t, ph, kind, j] = (arg_ids[j], 0, mem.value)
                 self.streams.append(L.new_stream())
         except BaseException:
             self.close()
             raise
-        self.status = np.zeros(nt, np.int32)
-        plan.use_dnnl(L.execute_address, L.wait_address, L.set_handle_address, prims,
-                      np.array([s.value for s in self.streams], np.uintp), args, self.status)
+        self.stream_ptrs = np.array([s.value for s in self.streams], np.uintp)
 
-    def check(self):
-        bad = self.status[self.status != 0]
-        if bad.size:
-            raise RuntimeError(f"oneDNN's matmul failed with status {int(bad[0])}")
+    def bind(self, plan):
+        """Give ``plan`` these workers; returns the per-worker status array to check."""
+        status = np.zeros(len(self.streams), np.int32)
+        plan.use_dnnl(self.L.execute_address, self.L.wait_address, self.L.set_handle_address,
+                      self.prims, self.stream_ptrs, self.args, status)
+        return status
 
     def close(self):
         for mem in self.mems:
@@ -422,6 +422,39 @@ class _Bf16Gather:
         for stream in self.streams:
             self.L.lib.dnnl_stream_destroy(stream)
         self.mems, self.streams = [], []
+
+    __del__ = close
+
+
+_DNNL_IDLE = {}                 # (shapes, workers) -> idle _DnnlWorkers, most recent last
+_DNNL_IDLE_MAX = 16
+_dnnl_idle_lock = threading.Lock()
+
+
+def _dnnl_shapes(g, oc):
+    """Per phase, the (m, k) of its full bands and of its last, shorter band (0: none)."""
+    out = []
+    for row in g[1]:
+        hp, wp, band, k2 = int(row[2]), int(row[3]), int(row[6]), int(row[4] * row[5]) * oc
+        out.append(((band * wp, k2), ((hp % band) * wp, k2)))
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def _dnnl_workers(shapes, nt, c):
+    """An idle :class:`_DnnlWorkers` for these shapes (or a new one), returned after use; at
+    most :data:`_DNNL_IDLE_MAX` are kept idle."""
+    key = (shapes, nt, c)
+    with _dnnl_idle_lock:
+        workers = _DNNL_IDLE.pop(key, None)
+    if workers is None:
+        workers = _DnnlWorkers(shapes, nt, c)
+    yield workers
+    with _dnnl_idle_lock:
+        _DNNL_IDLE.pop(key, None)       # a concurrent call's, if any, is dropped
+        _DNNL_IDLE[key] = workers
+        while len(_DNNL_IDLE) > _DNNL_IDLE_MAX:
+            _DNNL_IDLE.pop(next(iter(_DNNL_IDLE)))
 
 
 def _use_gather(p):
@@ -451,14 +484,12 @@ def _run_conv(problem):
         dx = _bf16_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
                           p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    w2 = np.ascontiguousarray(p.filter, dtype=ct).reshape(p.fh * p.fw * p.C, p.OC)
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # one image per thread with single-threaded BLAS inside (scikit-learn's k-means pattern)
     # from two images on; the strategy depends on N only, never on the thread count
     per_image = p.N >= 2
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
-    band, cap = column_ring(p, h_tab, ct.itemsize) if per_image else (p.OH, p.OH)
     dnnl = per_image and not direct and bf16_gemm and CONV_STRATEGY != "col2im"
     if dnnl:
         gather = gather_tables(p, p.dtype)
@@ -468,18 +499,22 @@ def _run_conv(problem):
         gather = gather_tables(p, ct)
     else:
         gather = None
+    # the GEMM's filter, for every strategy but the gathers (they read their taps)
+    w2 = np.ascontiguousarray(p.filter if gather is None else p.filter[:0], dtype=ct)
+    w2 = w2.reshape(-1, p.OC)
+    band, cap = (column_ring(p, h_tab, ct.itemsize) if per_image and gather is None
+                 else (p.OH, p.OH))
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
                              per_image, direct, band, cap, _STORAGE[half], ct == F64, gather)
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
     if dnnl:
-        hook = _Bf16Gather(plan, gather, work, nt, p.OC, p.C)
-        try:
+        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C) as workers:
+            status = workers.bind(plan)
             plan.run(dy, w2, dx, nt, work)
-        finally:
-            hook.close()
-        hook.check()
+        if status.any():
+            raise RuntimeError(f"oneDNN's matmul failed with status {int(status[status != 0][0])}")
     elif per_image:
         with _blas_single_thread():
             plan.run(dy, w2, dx, nt, work)

@@ -91,8 +91,8 @@ cdef struct ConvArgs:
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
     # the bfloat16 gather with oneDNN's matmul (bf16 x bf16 -> float32): the gathered dy stays
     # bfloat16; the band of phase p with kind k (0: ``band`` rows, 1: the phase's last, shorter
-    # band) is run by primitive dn_prims[p * 2 + k] with the arguments (a, b, out, scratchpad)
-    # dn_args[((t * phases + p) * 2 + k) * 4 ...] of worker t, on stream dn_streams[t]; a
+    # band) is run by primitive dn_prims[p * 2 + k] with worker t's memory objects (a, b, out,
+    # scratchpad) dn_args[((t * phases + p) * 2 + k) * 4 ...], on stream dn_streams[t]; a
     # failed call leaves its status in dn_status[t]
     bint dnnl
     dnnl_execute_f dn_execute
@@ -252,15 +252,18 @@ cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const 
 
 
 cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
-                            const void* a) noexcept nogil:
-    """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band): the phase's
-    taps, the worker's output and scratchpad are bound to the argument list the Python layer
-    made; A is the worker's gathered band, or ``a`` (dy's rows) when that is not NULL."""
+                            const void* a, void* out) noexcept nogil:
+    """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band): out (float32)
+    = a (bfloat16) @ the phase's taps. The worker's memory objects for it are pointed at the
+    three (its scratchpad stays bound)."""
     cdef void* stream = <void*>c.dn_streams[t]
     cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 2 + tail) * 4
-    cdef int status = 0
-    if a != NULL:
-        status = c.dn_set_handle(args[0].memory, <void*>a)
+    cdef int status = c.dn_set_handle(args[0].memory, <void*>a)
+    if status == 0:
+        status = c.dn_set_handle(args[1].memory,
+                                 <void*>(<const uint16_t*>c.ph_b + c.ph_info[p * 8 + 7]))
+    if status == 0:
+        status = c.dn_set_handle(args[2].memory, out)
     if status == 0:
         status = c.dn_execute(<const void*>c.dn_prims[p * 2 + tail], stream, 4, args)
     if status == 0:
@@ -300,12 +303,12 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
                 memset(out, 0, rows * Wp * C * sizeof(real_acc))
             elif c.dnnl and _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
                 _dnnl_gemm(c, p, t, rows != info[6],
-                           <const uint16_t*>dy + (n * c.OH + j0) * c.OW * c.OC)
+                           <const uint16_t*>dy + (n * c.OH + j0) * c.OW * c.OC, out)
             else:
                 _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
                              c.ph_offx + p * c.fw, c)
                 if c.dnnl:
-                    _dnnl_gemm(c, p, t, rows != info[6], NULL)
+                    _dnnl_gemm(c, p, t, rows != info[6], a, out)
                 elif direct:
                     _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
                                <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp),
@@ -422,8 +425,9 @@ cdef class ConvPlan:
         """Run the bfloat16 gather's GEMMs with oneDNN: the addresses of
         ``dnnl_primitive_execute``, ``dnnl_stream_wait`` and ``dnnl_memory_set_data_handle``,
         [phases, 2] primitives and a stream per worker (intptr arrays), the
-        [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (bound to each worker's scratch) and
-        an int32 status per worker, all built by tfcompat/backends/cython_backend.py."""
+        [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
+        kernel points a, b and out at this call's data) and an int32 status per worker, all
+        built by tfcompat/backends/cython_backend.py."""
         c = &self.args
         TFC_CHECK(c.gather and c.storage == STORE_BFLOAT16 and not self.float64
                   and cnp.PyArray_SIZE(prims) == c.phases * 2
@@ -455,7 +459,8 @@ cdef class ConvPlan:
     def run(self, cnp.ndarray dy, cnp.ndarray w2, cnp.ndarray dx, int num_threads,
             cnp.ndarray work=None):
         """dx (NHWC, C-contiguous) from dy (NHWC, C-contiguous) and w2 ([fh * fw * C, OC] of
-        the compute type); work: ``workspace(num_threads)`` values, or None when that is 0."""
+        the compute type; unread, and may be empty, with the gather strategy's tables); work:
+        ``workspace(num_threads)`` values, or None when that is 0."""
         cdef const void* s = cnp.PyArray_DATA(dy)
         cdef void* d = cnp.PyArray_DATA(dx)
         cdef const void* w = cnp.PyArray_DATA(w2)
@@ -463,7 +468,7 @@ cdef class ConvPlan:
         cdef ConvArgs* c = &self.args
         TFC_CHECK(cnp.PyArray_SIZE(dy) == c.N * c.OH * c.OW * c.OC
                   and cnp.PyArray_SIZE(dx) == c.N * c.H * c.W * c.C
-                  and cnp.PyArray_SIZE(w2) == c.fh * c.fw * c.C * c.OC)
+                  and (c.gather or cnp.PyArray_SIZE(w2) == c.fh * c.fw * c.C * c.OC))
         with nogil:
             if self.float64:
                 _conv_run(s, <const double*>w, <double*>scratch, d, c, num_threads)
