@@ -217,12 +217,10 @@ cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
     cdef Py_ssize_t Wp = info[3], nty = info[4], ntx = info[5], OC = c.OC
     cdef Py_ssize_t K2 = nty * ntx * OC, j, i, ta, tb, oy, ox, src
     cdef real_acc* seg
-    cdef uint16_t* bits
     cdef bint bf = c.storage == STORE_BFLOAT16
     for j in range(j0, j0 + rows):
         for i in range(Wp):
             seg = a + ((j - j0) * Wp + i) * K2
-            bits = <uint16_t*>a + ((j - j0) * Wp + i) * K2    # c.dnnl: A holds bfloat16 bits
             for ta in range(nty):
                 oy = j + offy[ta]
                 for tb in range(ntx):
@@ -231,16 +229,42 @@ cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
                         src = ((n * c.OH + oy) * c.OW + ox) * OC
                         if c.storage == STORE_NATIVE:
                             memcpy(seg, <const real_acc*>dy + src, OC * sizeof(real_acc))
-                        elif c.dnnl:
-                            memcpy(bits, <const uint16_t*>dy + src, OC * sizeof(uint16_t))
                         elif real_acc is float:
                             to_f32(<const uint16_t*>dy + src, seg, OC, bf)
-                    elif c.dnnl:
-                        memset(bits, 0, OC * sizeof(uint16_t))
                     else:
                         memset(seg, 0, OC * sizeof(real_acc))
                     seg = seg + OC
-                    bits = bits + OC
+
+
+cdef void _gather_band_bits(const uint16_t* dy, uint16_t* a, Py_ssize_t n, Py_ssize_t j0,
+                            Py_ssize_t rows, const int32_t* info, const int32_t* offy,
+                            const int32_t* offx, const ConvArgs* c) noexcept nogil:
+    """_gather_band's A for oneDNN's bfloat16 GEMMs: the bits of dy, not widened; tap by tap,
+    so that the inner loop walks one dy row (its OC-value segments go K2 apart in A)."""
+    cdef Py_ssize_t Wp = info[3], nty = info[4], ntx = info[5], OC = c.OC
+    cdef Py_ssize_t K2 = nty * ntx * OC, j, i, ta, tb, oy, ox, k, lo, hi
+    cdef uint16_t* d
+    cdef const uint16_t* s
+    for j in range(j0, j0 + rows):
+        for ta in range(nty):
+            oy = j + offy[ta]
+            for tb in range(ntx):
+                d = a + (j - j0) * Wp * K2 + (ta * ntx + tb) * OC
+                if not (0 <= oy < c.OH):
+                    lo = hi = Wp
+                else:
+                    # the positions i whose tap reads inside dy: 0 <= i + offx[tb] < OW
+                    lo = min(Wp, max(0, -offx[tb]))
+                    hi = max(lo, min(Wp, c.OW - offx[tb]))
+                s = dy + ((n * c.OH + oy) * c.OW + offx[tb]) * OC
+                for i in range(Wp):
+                    if lo <= i < hi:
+                        for k in range(OC):
+                            d[k] = s[i * OC + k]
+                    else:
+                        for k in range(OC):
+                            d[k] = 0
+                    d = d + K2
 
 
 cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const int32_t* offx,
@@ -304,12 +328,14 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
             elif c.dnnl and _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
                 _dnnl_gemm(c, p, t, rows != info[6],
                            <const uint16_t*>dy + (n * c.OH + j0) * c.OW * c.OC, out)
+            elif c.dnnl:
+                _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0, rows, info,
+                                  c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
+                _dnnl_gemm(c, p, t, rows != info[6], a, out)
             else:
                 _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
                              c.ph_offx + p * c.fw, c)
-                if c.dnnl:
-                    _dnnl_gemm(c, p, t, rows != info[6], a, out)
-                elif direct:
+                if direct:
                     _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
                                <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp),
                                <int>K2, <int>C, <int>C)
