@@ -184,3 +184,31 @@ def test_bfloat16_through_onednn_same_bits_on_any_thread_count(case, monkeypatch
         T.set_num_threads(old)
     for o in outs[1:]:
         assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
+
+
+@needs_onednn
+def test_bfloat16_through_onednn_concurrent_calls_give_the_same_bits(monkeypatch):
+    """Calls from several Python threads at once (each with its own oneDNN streams, memory
+    objects and scratchpads; primitives shared) give what each gives alone."""
+    import threading
+    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 300)
+    cases = [(3, 3, 2, 1, (1, 2, 0, 1)), (2, 2, 2, 1, (0, 0, 0, 0)), (3, 3, 1, 1, (1, 1, 1, 1))]
+    alone = [_run(case, ml_dtypes.bfloat16, np.random.default_rng(k), n=4, h=22, w=10, c=9,
+                  oc=12)[0] for k, case in enumerate(cases)]
+    bad = []
+
+    def worker(seed):
+        for i in range(12):
+            k = (seed + i) % len(cases)
+            got = _run(cases[k], ml_dtypes.bfloat16, np.random.default_rng(k), n=4, h=22, w=10,
+                       c=9, oc=12)[0]
+            if not np.array_equal(got.view(np.uint16), alone[k].view(np.uint16)):
+                bad.append((seed, i, k))
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []

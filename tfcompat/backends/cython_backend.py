@@ -299,6 +299,8 @@ _STORAGE = {None: 0, False: 1, True: 2}   # conv.pxi's STORE_NATIVE, STORE_FLOAT
 
 # The gather strategy's band of gathered dy rows: at most this many values (docs/performance.md)
 GATHER_VALUES = int(os.environ.get("TFCOMPAT_GATHER_VALUES", str(1 << 19)))
+# float32/float64/float16 (and bfloat16 without oneDNN's matmul) with two or more images:
+# "auto" picks (_use_gather), "gather" forces the gather strategy, any other value the col2im
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 
 
@@ -490,7 +492,7 @@ def _run_conv(problem):
     # from two images on; the strategy depends on N only, never on the thread count
     per_image = p.N >= 2
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
-    dnnl = per_image and not direct and bf16_gemm and CONV_STRATEGY != "col2im"
+    dnnl = per_image and not direct and bf16_gemm
     if dnnl:
         gather = gather_tables(p, p.dtype)
         # the gathered A holds bfloat16: half the float32 values it is counted in
