@@ -207,18 +207,19 @@ def ptr(arr):
 
 
 class Matmul:
-    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major: bfloat16 a and b, float32
-    accumulation, ``out_dtype`` out (rounded once), created to run with ``threads`` threads.
+    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major (out's rows ``ldc`` apart):
+    bfloat16 a and b, float32 accumulation, ``out_dtype`` out (rounded once), created to run
+    with ``threads`` threads.
     With ``user_scratchpad`` the caller passes the scratchpad (ARG_SCRATCHPAD), so that one
     primitive can run in several threads at once. ``mds``: the (a, b, out) memory descriptors;
     ``scratchpad_md`` and ``scratchpad_bytes``; ``impl``: the implementation oneDNN chose.
     Its oneDNN objects are freed with it."""
 
-    def __init__(self, m, k, n, out_dtype, threads, user_scratchpad):
+    def __init__(self, m, k, n, out_dtype, threads, user_scratchpad, ldc):
         L = self.L = library()
         self.pd = self.primitive = None
         self.mds = (L.md((m, k), BF16, (k, 1)), L.md((k, n), BF16, (n, 1)),
-                    L.md((m, n), out_dtype, (n, 1)))
+                    L.md((m, n), out_dtype, (ldc, 1)))
         attr = ctypes.c_void_p()
         L.ok(L.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "primitive_attr_create")
         try:
@@ -249,6 +250,6 @@ class Matmul:
 
 
 @functools.lru_cache(maxsize=64)
-def matmul_bf16(m, k, n, out_dtype, threads, user_scratchpad=False):
+def matmul_bf16(m, k, n, out_dtype, threads, user_scratchpad=False, ldc=None):
     """The :class:`Matmul` for these arguments, made once."""
-    return Matmul(m, k, n, out_dtype, threads, user_scratchpad)
+    return Matmul(m, k, n, out_dtype, threads, user_scratchpad, n if ldc is None else ldc)

@@ -380,12 +380,13 @@ class _DnnlWorkers:
     it at a time (:func:`_dnnl_workers` lends it out). Every image runs the same primitives
     whichever worker takes it, so the result does not depend on the thread count."""
 
-    def __init__(self, shapes, nt, c):
+    def __init__(self, shapes, nt, c, ldc):
         from .. import _dnnl as D
         L = self.L = D.library()
         self.mems, self.streams, self.scratch = [], [], []
+        self.rows = ldc != c
         # [phase][kind]: a Matmul, or None
-        self.made = [[D.matmul_bf16(m, k, c, D.F32, 1, True) if m and k else None
+        self.made = [[D.matmul_bf16(m, k, c, D.F32, 1, True, ldc) if m and k else None
                       for m, k in kinds] for kinds in shapes]
         self.prims = np.array([[x.primitive.value if x else 0 for x in kinds]
                                for kinds in self.made], np.uintp)
@@ -415,7 +416,7 @@ class _DnnlWorkers:
         """Give ``plan`` these workers; returns the per-worker status array to check."""
         status = np.zeros(len(self.streams), np.int32)
         plan.use_dnnl(self.L.execute_address, self.L.wait_address, self.L.set_handle_address,
-                      self.prims, self.stream_ptrs, self.args, status)
+                      self.prims, self.stream_ptrs, self.args, status, self.rows)
         return status
 
     def close(self):
@@ -443,14 +444,14 @@ def _dnnl_shapes(g, oc):
 
 
 @contextlib.contextmanager
-def _dnnl_workers(shapes, nt, c):
+def _dnnl_workers(shapes, nt, c, ldc):
     """An idle :class:`_DnnlWorkers` for these shapes (or a new one), returned after use; at
     most :data:`_DNNL_IDLE_MAX` are kept idle."""
-    key = (shapes, nt, c)
+    key = (shapes, nt, c, ldc)
     with _dnnl_idle_lock:
         workers = _DNNL_IDLE.pop(key, None)
     if workers is None:
-        workers = _DnnlWorkers(shapes, nt, c)
+        workers = _DnnlWorkers(shapes, nt, c, ldc)
     yield workers
     with _dnnl_idle_lock:
         _DNNL_IDLE.pop(key, None)       # a concurrent call's, if any, is dropped
@@ -495,8 +496,17 @@ def _run_conv(problem):
     dnnl = per_image and not direct and bf16_gemm
     if dnnl:
         gather = gather_tables(p, p.dtype)
+        out_values = gather[6]
+        rows_layout = p.W % p.sw == 0
+        if rows_layout:
+            # conv.pxi's _conv_image_dnnl_rows: the phases of a py share their band, and its
+            # output holds the band's whole dx rows
+            info = gather[1]
+            for py in range(p.sh):
+                info[py * p.sw:(py + 1) * p.sw, 6] = info[py * p.sw:(py + 1) * p.sw, 6].min()
+            out_values = int(info[:, 6].max()) * p.W * p.C
         # the gathered A holds bfloat16: half the float32 values it is counted in
-        gather = gather[:5] + (-(-gather[5] // 2), gather[6])
+        gather = gather[:5] + (-(-gather[5] // 2), out_values)
     elif per_image and not direct and _use_gather(p):
         gather = gather_tables(p, ct)
     else:
@@ -512,7 +522,8 @@ def _run_conv(problem):
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
     if dnnl:
-        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C) as workers:
+        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C,
+                           p.sw * p.C if rows_layout else p.C) as workers:
             status = workers.bind(plan)
             plan.run(dy, w2, dx, nt, work)
         if status.any():

@@ -95,6 +95,7 @@ cdef struct ConvArgs:
     # scratchpad) dn_args[((t * phases + p) * 2 + k) * 4 ...], on stream dn_streams[t]; a
     # failed call leaves its status in dn_status[t]
     bint dnnl
+    bint dn_rows            # W % sw == 0: the sw phases of a row band share an output buffer
     dnnl_execute_f dn_execute
     dnnl_wait_f dn_wait
     dnnl_set_handle_f dn_set_handle
@@ -356,6 +357,47 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
             j0 = j0 + rows
 
 
+cdef void _conv_image_dnnl_rows(const uint16_t* dy, float* work, uint16_t* dx, Py_ssize_t n,
+                                Py_ssize_t t, const ConvArgs* c) noexcept nogil:
+    """_conv_image_gather with oneDNN when W is a multiple of sw (c.dn_rows): the sw phases
+    (py, px) of a band of phase rows share one float32 buffer laid out as dx's rows py + sh j:
+    phase px's GEMM writes its rows sw * C apart starting at column px (the primitives were
+    made with that leading dimension), so each dx row is rounded from one contiguous run
+    instead of scattered position by position. All phases of a py have the same band."""
+    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wp, K2, r, jj, C = c.C, W = c.W
+    cdef const int32_t* info
+    cdef float* a = work
+    cdef float* out = work + c.a_floats
+    cdef bint tail
+    for py in range(c.sh):
+        info = c.ph_info + py * c.sw * 8
+        Hp = info[2]
+        j0 = 0
+        while j0 < Hp:
+            info = c.ph_info + py * c.sw * 8
+            rows = min(<Py_ssize_t>info[6], Hp - j0)
+            tail = rows != info[6]
+            for px in range(c.sw):
+                p = py * c.sw + px
+                info = c.ph_info + p * 8
+                Wp = info[3]
+                K2 = info[4] * info[5] * c.OC
+                if K2 == 0:
+                    # no tap reaches this phase: its dx elements are zero
+                    for r in range(rows * Wp):
+                        memset(out + (r * c.sw + px) * C, 0, C * sizeof(float))
+                elif _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
+                    _dnnl_gemm(c, p, t, tail, dy + (n * c.OH + j0) * c.OW * c.OC, out + px * C)
+                else:
+                    _gather_band_bits(dy, <uint16_t*>a, n, j0, rows, info,
+                                      c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
+                    _dnnl_gemm(c, p, t, tail, a, out + px * C)
+            for jj in range(rows):
+                from_f32(out + jj * W * C, dx + (n * c.H + py + c.sh * (j0 + jj)) * W * C,
+                         W * C, True)
+            j0 = j0 + rows
+
+
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
     cdef Py_ssize_t t, n, iy, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
@@ -370,7 +412,11 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             n = t
             while n < c.N:
-                if c.gather:
+                if c.dnnl and c.dn_rows:
+                    if real_acc is float:
+                        _conv_image_dnnl_rows(<const uint16_t*>dy, work + t * c.work_per_thread,
+                                              <uint16_t*>dx, n, t, c)
+                elif c.gather:
                     _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, t, c)
                 else:
                     _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
@@ -447,13 +493,14 @@ cdef class ConvPlan:
             c.work_per_thread = 0
 
     def use_dnnl(self, size_t execute, size_t wait, size_t set_handle, cnp.ndarray prims,
-                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status):
+                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status, bint rows):
         """Run the bfloat16 gather's GEMMs with oneDNN: the addresses of
         ``dnnl_primitive_execute``, ``dnnl_stream_wait`` and ``dnnl_memory_set_data_handle``,
         [phases, 2] primitives and a stream per worker (intptr arrays), the
         [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
         kernel points a, b and out at this call's data) and an int32 status per worker, all
-        built by tfcompat/backends/cython_backend.py."""
+        built by tfcompat/backends/cython_backend.py; ``rows``: the phases of a row band share
+        dx's row layout (_conv_image_dnnl_rows)."""
         c = &self.args
         TFC_CHECK(c.gather and c.storage == STORE_BFLOAT16 and not self.float64
                   and cnp.PyArray_SIZE(prims) == c.phases * 2
@@ -470,6 +517,7 @@ cdef class ConvPlan:
         c.dn_args = <const DnnlExecArg*>_data(args)
         c.dn_status = <int32_t*>cnp.PyArray_DATA(status)
         c.dnnl = True
+        c.dn_rows = rows
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
