@@ -320,6 +320,8 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
         info = c.ph_info + p * 8
         Hp, Wp = info[2], info[3]
         K2 = info[4] * info[5] * c.OC
+        if Wp == 0:
+            continue    # a phase with no dx column (W < sw); it has no GEMM either
         j0 = 0
         while j0 < Hp:
             rows = min(<Py_ssize_t>info[6], Hp - j0)
