@@ -226,3 +226,22 @@ def test_bfloat16_through_onednn_image_smaller_than_the_stride(h, w, rng, monkey
     got, ref, scale = _run((2, 3, 3, 1, (1, 0, 2, 1)), ml_dtypes.bfloat16, rng, n=3, h=h, w=w,
                            c=3, oc=2)
     assert_close(got, ref, scale, ml_dtypes.bfloat16, CONV_TOL)
+
+
+@needs_onednn
+def test_bfloat16_through_onednn_leaves_openmp_settings_alone(rng):
+    """oneDNN's primitives are made under tfcompat's thread count, set on the calling thread
+    only for that moment: the process's OpenMP setting is what it was."""
+    import ctypes
+    gomp = ctypes.CDLL("libgomp.so.1")
+    before = gomp.omp_get_max_threads()
+    bf = ml_dtypes.bfloat16
+    for k in (1, 3):
+        T.set_num_threads(k)
+        T.conv2d_backprop_input([2, 5, 7, 6], rng.standard_normal((1, 1, 6, 9)).astype(bf),
+                                rng.standard_normal((2, 5, 7, 9)).astype(bf),
+                                strides=[1, 1, 1, 1], padding="VALID")
+        T.conv2d_backprop_input([2, 9, 8, 3], rng.standard_normal((3, 3, 3, 4)).astype(bf),
+                                rng.standard_normal((2, 5, 4, 4)).astype(bf),
+                                strides=[1, 2, 2, 1], padding="SAME")
+        assert gomp.omp_get_max_threads() == before
