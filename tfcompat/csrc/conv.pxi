@@ -24,8 +24,9 @@ cdef enum:
     STORE_BFLOAT16 = 2      # dy and dx hold bfloat16 bits; compute in float32
 
 # oneDNN's C API (include/oneapi/dnnl/dnnl.h), for the gather strategy's bfloat16 GEMMs: the
-# Python layer (tfcompat/_dnnl.py) creates single-threaded matmul primitives, a stream per
-# thread and the argument lists, and passes the two functions' addresses.
+# Python layer (tfcompat/_dnnl.py, tfcompat/backends/cython_backend.py) creates single-threaded
+# matmul primitives, a stream per worker and the argument lists, and passes the addresses of
+# the three functions the kernel calls.
 ctypedef int (*dnnl_execute_f)(const void* primitive, void* stream, int nargs,
                                const void* args) noexcept nogil
 ctypedef int (*dnnl_wait_f)(void* stream) noexcept nogil
@@ -251,17 +252,18 @@ cdef void _gather_band_bits(const uint16_t* dy, uint16_t* a, Py_ssize_t n, Py_ss
             oy = j + offy[ta]
             for tb in range(ntx):
                 d = a + (j - j0) * Wp * K2 + (ta * ntx + tb) * OC
+                s = dy
                 if not (0 <= oy < c.OH):
                     lo = hi = Wp
                 else:
                     # the positions i whose tap reads inside dy: 0 <= i + offx[tb] < OW
                     lo = min(Wp, max(0, -offx[tb]))
                     hi = max(lo, min(Wp, c.OW - offx[tb]))
-                s = dy + ((n * c.OH + oy) * c.OW + offx[tb]) * OC
+                    s = dy + (n * c.OH + oy) * c.OW * OC    # dy's row oy
                 for i in range(Wp):
                     if lo <= i < hi:
                         for k in range(OC):
-                            d[k] = s[i * OC + k]
+                            d[k] = s[(i + offx[tb]) * OC + k]
                     else:
                         for k in range(OC):
                             d[k] = 0
