@@ -304,27 +304,45 @@ GATHER_VALUES = int(os.environ.get("TFCOMPAT_GATHER_VALUES", str(1 << 19)))
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 
 
-def gather_tables(p, ct):
+def gather_tables(p, ct, dnnl=False):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
-    filter's taps as a [taps * OC, C] matrix of dtype ``ct``."""
+    filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
+    values of the compute type, for the gathered A and the GEMM's output.
+
+    ``dnnl`` (conv.pxi's _conv_image_dnnl, ``ct`` bfloat16): every phase gets
+    Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
+    dx's row layout; A holds bfloat16, the output float32."""
+    wq = -(-p.W // p.sw)
     info, offy, offx, tap_rows = [], [], [], []
     a_values = out_values = offset = 0
     for py in range(p.sh):
         kys = [k for k in range(p.fh) if (py + p.pad_top - k * p.dh) % p.sh == 0]
+        hp = len(range(py, p.H, p.sh))
+        group = []
         for px in range(p.sw):
             kxs = [k for k in range(p.fw) if (px + p.pad_left - k * p.dw) % p.sw == 0]
-            hp, wp = len(range(py, p.H, p.sh)), len(range(px, p.W, p.sw))
+            wp = wq if dnnl else len(range(px, p.W, p.sw))
             k2 = len(kys) * len(kxs) * p.OC
-            band = max(1, min(hp, GATHER_VALUES // max(1, wp * k2)))
-            info.append((py, px, hp, wp, len(kys), len(kxs), band, offset))
+            group.append([py, px, hp, wp, len(kys), len(kxs),
+                          max(1, min(hp, GATHER_VALUES // max(1, wp * k2))), 0])
             # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
             offy.append([(py + p.pad_top - k * p.dh) // p.sh for k in kys] + [0] * (p.fh - len(kys)))
             offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
             tap_rows += [ky * p.fw + kx for ky in kys for kx in kxs]
+        if dnnl:
+            band = min(row[6] for row in group)
+            for row in group:
+                row[6] = band
+        for row in group:
+            k2 = row[4] * row[5] * p.OC
+            row[7] = offset
             offset += k2 * p.C
-            a_values = max(a_values, band * wp * k2)
-            out_values = max(out_values, band * wp * p.C)
+            a_values = max(a_values, row[6] * row[3] * k2)
+            out_values = max(out_values, row[6] * row[3] * p.C * (p.sw if dnnl else 1))
+        info += group
+    if dnnl:
+        a_values = -(-a_values // 2)  # bfloat16 values, in float32 scratch
     # every phase's taps, in phase order: rows (ky, kx, co) of the filter as [fh fw OC, C]
     w = np.asarray(p.filter).transpose(0, 1, 3, 2).reshape(p.fh * p.fw, p.OC * p.C)
     taps = np.ascontiguousarray(w[tap_rows], ct).reshape(-1)
@@ -368,10 +386,6 @@ def _bf16_direct(dy, w2, m, k, n, nthreads):
     return dx
 
 
-# dnnl_exec_arg_t {int arg; dnnl_memory_t memory;} on a 64-bit platform
-_EXEC_ARG = np.dtype([("arg", np.int32), ("pad", np.int32), ("memory", np.uintp)])
-
-
 class _DnnlWorkers:
     """oneDNN's side of the bfloat16 gather (conv.pxi's ``use_dnnl``) for one set of GEMM
     shapes and worker count: single-threaded bf16 x bf16 -> float32 matmuls, one per stride
@@ -384,7 +398,6 @@ class _DnnlWorkers:
         from .. import _dnnl as D
         L = self.L = D.library()
         self.mems, self.streams, self.scratch = [], [], []
-        self.rows = ldc != c
         # [phase][kind]: a Matmul, or None
         self.made = [[D.matmul_bf16(m, k, c, D.F32, 1, True, ldc) if m and k else None
                       for m, k in kinds] for kinds in shapes]
@@ -392,7 +405,7 @@ class _DnnlWorkers:
                                for kinds in self.made], np.uintp)
         scratch_bytes = max([x.scratchpad_bytes for kinds in self.made for x in kinds if x]
                             or [0])
-        self.args = np.zeros((nt, len(shapes), 2, 4), _EXEC_ARG)
+        self.args = np.zeros((nt, len(shapes), 2, 4), np.dtype(D._ExecArg))
         arg_ids = (D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST, D.ARG_SCRATCHPAD)
         try:
             for t in range(nt):
@@ -405,7 +418,7 @@ class _DnnlWorkers:
                         for j, md in enumerate([m.value for m in x.mds] + [x.scratchpad_md]):
                             mem = L.memory(md, D.ptr(scratch) if j == 3 else None)
                             self.mems.append(mem)
-                            self.args[t, ph, kind, j] = (arg_ids[j], 0, mem.value)
+                            self.args[t, ph, kind, j] = (arg_ids[j], mem.value)
                 self.streams.append(L.new_stream())
         except BaseException:
             self.close()
@@ -416,7 +429,7 @@ class _DnnlWorkers:
         """Give ``plan`` these workers; returns the per-worker status array to check."""
         status = np.zeros(len(self.streams), np.int32)
         plan.use_dnnl(self.L.execute_address, self.L.wait_address, self.L.set_handle_address,
-                      self.prims, self.stream_ptrs, self.args, status, self.rows)
+                      self.prims, self.stream_ptrs, self.args, status)
         return status
 
     def close(self):
@@ -495,25 +508,14 @@ def _run_conv(problem):
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
     dnnl = per_image and not direct and bf16_gemm
     if dnnl:
-        gather = gather_tables(p, p.dtype)
-        out_values = gather[6]
-        rows_layout = p.W % p.sw == 0
-        if rows_layout:
-            # conv.pxi's _conv_image_dnnl_rows: the phases of a py share their band, and its
-            # output holds the band's whole dx rows
-            info = gather[1]
-            for py in range(p.sh):
-                info[py * p.sw:(py + 1) * p.sw, 6] = info[py * p.sw:(py + 1) * p.sw, 6].min()
-            out_values = int(info[:, 6].max()) * p.W * p.C
-        # the gathered A holds bfloat16: half the float32 values it is counted in
-        gather = gather[:5] + (-(-gather[5] // 2), out_values)
+        gather = gather_tables(p, p.dtype, dnnl=True)
     elif per_image and not direct and _use_gather(p):
         gather = gather_tables(p, ct)
     else:
         gather = None
     # the GEMM's filter, for every strategy but the gathers (they read their taps)
-    w2 = np.ascontiguousarray(p.filter if gather is None else p.filter[:0], dtype=ct)
-    w2 = w2.reshape(-1, p.OC)
+    w2 = (np.ascontiguousarray(p.filter, dtype=ct) if gather is None
+          else np.empty(0, ct)).reshape(-1, p.OC)
     band, cap = (column_ring(p, h_tab, ct.itemsize) if per_image and gather is None
                  else (p.OH, p.OH))
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
@@ -522,8 +524,7 @@ def _run_conv(problem):
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
     if dnnl:
-        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C,
-                           p.sw * p.C if rows_layout else p.C) as workers:
+        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C, p.sw * p.C) as workers:
             status = workers.bind(plan)
             plan.run(dy, w2, dx, nt, work)
         if status.any():

@@ -13,10 +13,12 @@
 #   one image (N == 1): one GEMM with BLAS's own threads, then the dx rows in parallel;
 #   gather (N >= 2; _conv_image_gather): the transposed convolution as GEMMs of gathered dy
 #     against the filter, one per stride phase, whose inner dimension is taps * out_c instead
-#     of out_c (docs/performance.md).
+#     of out_c (docs/performance.md);
+#   bfloat16 with oneDNN (N >= 2, not 1x1; _conv_image_dnnl): the gather with dy kept in
+#     bfloat16 and oneDNN's single-threaded bfloat16 matmul per band.
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
-# into scratch, and each dx row is rounded as it is finished, so no float32 copy of the whole
-# dy or dx exists.
+# into scratch (but for oneDNN's matmul, which reads bfloat16), and each dx row is rounded as
+# it is finished, so no float32 copy of the whole dy or dx exists.
 
 cdef enum:
     STORE_NATIVE = 0        # dy and dx hold the compute type
@@ -90,13 +92,12 @@ cdef struct ConvArgs:
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
-    # the bfloat16 gather with oneDNN's matmul (bf16 x bf16 -> float32): the gathered dy stays
-    # bfloat16; the band of phase p with kind k (0: ``band`` rows, 1: the phase's last, shorter
+    # the bfloat16 gather with oneDNN's matmul (bf16 x bf16 -> float32, _conv_image_dnnl): the
+    # gathered dy stays bfloat16; the band of phase p with kind k (0: ``band`` rows, 1: the phase's last, shorter
     # band) is run by primitive dn_prims[p * 2 + k] with worker t's memory objects (a, b, out,
     # scratchpad) dn_args[((t * phases + p) * 2 + k) * 4 ...], on stream dn_streams[t]; a
     # failed call leaves its status in dn_status[t]
     bint dnnl
-    bint dn_rows            # W % sw == 0: the sw phases of a row band share an output buffer
     dnnl_execute_f dn_execute
     dnnl_wait_f dn_wait
     dnnl_set_handle_f dn_set_handle
@@ -300,16 +301,14 @@ cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint 
 
 
 cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_t n,
-                             Py_ssize_t t, const ConvArgs* c) noexcept nogil:
+                             const ConvArgs* c) noexcept nogil:
     """Image n as sh * sw stride phases. dx at (py + sh j, px + sw i) takes, from tap (ky, kx)
     with (py + pad_top - ky dh) divisible by sh (and likewise in x), dy at row
     j + (py + pad_top - ky dh) / sh: a stride-1 convolution per phase, so each phase is GEMMs
     of a band of gathered dy rows [band * Wp, taps * OC] against the phase's taps of the
     filter [taps * OC, C]. With stride 1 and the native type the GEMM writes dx itself;
     otherwise its rows are scattered (and rounded) into dx. Each dx element is one GEMM
-    output, summed by BLAS (or by oneDNN's single-threaded matmul, c.dnnl) in its own order
-    (the conv is held to a tolerance): the same call on the same shapes whichever worker t
-    runs it."""
+    output, summed by BLAS in its own order (the conv is held to a tolerance)."""
     cdef Py_ssize_t p, j0, rows, Hp, Wp, K2, r, i, j, C = c.C
     cdef const int32_t* info
     cdef real_acc* a = work
@@ -322,21 +321,12 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
         info = c.ph_info + p * 8
         Hp, Wp = info[2], info[3]
         K2 = info[4] * info[5] * c.OC
-        if Wp == 0:
-            continue    # a phase with no dx column (W < sw); it has no GEMM either
         j0 = 0
         while j0 < Hp:
             rows = min(<Py_ssize_t>info[6], Hp - j0)
             if K2 == 0:
                 # no tap reaches this phase: its dx elements are zero
                 memset(out, 0, rows * Wp * C * sizeof(real_acc))
-            elif c.dnnl and _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
-                _dnnl_gemm(c, p, t, rows != info[6],
-                           <const uint16_t*>dy + (n * c.OH + j0) * c.OW * c.OC, out)
-            elif c.dnnl:
-                _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0, rows, info,
-                                  c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
-                _dnnl_gemm(c, p, t, rows != info[6], a, out)
             else:
                 _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
                              c.ph_offx + p * c.fw, c)
@@ -346,9 +336,8 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
                                <int>K2, <int>C, <int>C)
                     j0 = j0 + rows
                     continue
-                else:
-                    _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp),
-                               <int>K2, <int>C, <int>C)
+                _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp),
+                           <int>K2, <int>C, <int>C)
             for r in range(rows * Wp):
                 j = j0 + r // Wp
                 i = r % Wp
@@ -361,21 +350,24 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
             j0 = j0 + rows
 
 
-cdef void _conv_image_dnnl_rows(const uint16_t* dy, float* work, uint16_t* dx, Py_ssize_t n,
-                                Py_ssize_t t, const ConvArgs* c) noexcept nogil:
-    """_conv_image_gather with oneDNN when W is a multiple of sw (c.dn_rows): the sw phases
-    (py, px) of a band of phase rows share one float32 buffer laid out as dx's rows py + sh j:
-    phase px's GEMM writes its rows sw * C apart starting at column px (the primitives were
-    made with that leading dimension), so each dx row is rounded from one contiguous run
-    instead of scattered position by position. All phases of a py have the same band."""
-    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wp, K2, r, jj, C = c.C, W = c.W
+cdef void _conv_image_dnnl(const uint16_t* dy, float* work, uint16_t* dx, Py_ssize_t n,
+                           Py_ssize_t t, const ConvArgs* c) noexcept nogil:
+    """_conv_image_gather for bfloat16 with oneDNN's matmul (c.dnnl), by worker t. Every phase
+    has Wq = ceil(W / sw) columns (the Python layer pads the narrower ones: their last column
+    lands beyond dx and is computed but not kept), so the sw phases (py, px) of a band of
+    phase rows share one float32 buffer laid out as dx's rows py + sh j, Wq * sw positions
+    each: phase px's GEMM writes its rows sw * C apart from column px (the primitives' leading
+    dimension), and each dx row is rounded from one contiguous run. All phases of a py have
+    the same band. Each dx element is one GEMM output, summed by oneDNN's single-threaded
+    matmul in its own order: the same on the same shapes whichever worker runs it."""
+    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, C = c.C
     cdef const int32_t* info
     cdef float* a = work
     cdef float* out = work + c.a_floats
     cdef bint tail
     for py in range(c.sh):
         info = c.ph_info + py * c.sw * 8
-        Hp = info[2]
+        Hp, Wq = info[2], info[3]
         j0 = 0
         while j0 < Hp:
             info = c.ph_info + py * c.sw * 8
@@ -384,11 +376,10 @@ cdef void _conv_image_dnnl_rows(const uint16_t* dy, float* work, uint16_t* dx, P
             for px in range(c.sw):
                 p = py * c.sw + px
                 info = c.ph_info + p * 8
-                Wp = info[3]
                 K2 = info[4] * info[5] * c.OC
                 if K2 == 0:
                     # no tap reaches this phase: its dx elements are zero
-                    for r in range(rows * Wp):
+                    for r in range(rows * Wq):
                         memset(out + (r * c.sw + px) * C, 0, C * sizeof(float))
                 elif _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
                     _dnnl_gemm(c, p, t, tail, dy + (n * c.OH + j0) * c.OW * c.OC, out + px * C)
@@ -397,8 +388,8 @@ cdef void _conv_image_dnnl_rows(const uint16_t* dy, float* work, uint16_t* dx, P
                                       c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
                     _dnnl_gemm(c, p, t, tail, a, out + px * C)
             for jj in range(rows):
-                from_f32(out + jj * W * C, dx + (n * c.H + py + c.sh * (j0 + jj)) * W * C,
-                         W * C, True)
+                from_f32(out + jj * Wq * c.sw * C,
+                         dx + (n * c.H + py + c.sh * (j0 + jj)) * c.W * C, c.W * C, True)
             j0 = j0 + rows
 
 
@@ -416,12 +407,12 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             n = t
             while n < c.N:
-                if c.dnnl and c.dn_rows:
+                if c.dnnl:
                     if real_acc is float:
-                        _conv_image_dnnl_rows(<const uint16_t*>dy, work + t * c.work_per_thread,
-                                              <uint16_t*>dx, n, t, c)
+                        _conv_image_dnnl(<const uint16_t*>dy, work + t * c.work_per_thread,
+                                         <uint16_t*>dx, n, t, c)
                 elif c.gather:
-                    _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, t, c)
+                    _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, c)
                 else:
                     _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
                 n = n + num_threads
@@ -497,14 +488,13 @@ cdef class ConvPlan:
             c.work_per_thread = 0
 
     def use_dnnl(self, size_t execute, size_t wait, size_t set_handle, cnp.ndarray prims,
-                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status, bint rows):
+                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status):
         """Run the bfloat16 gather's GEMMs with oneDNN: the addresses of
         ``dnnl_primitive_execute``, ``dnnl_stream_wait`` and ``dnnl_memory_set_data_handle``,
         [phases, 2] primitives and a stream per worker (intptr arrays), the
         [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
         kernel points a, b and out at this call's data) and an int32 status per worker, all
-        built by tfcompat/backends/cython_backend.py; ``rows``: the phases of a row band share
-        dx's row layout (_conv_image_dnnl_rows)."""
+        built by tfcompat/backends/cython_backend.py (see _conv_image_dnnl)."""
         c = &self.args
         TFC_CHECK(c.gather and c.storage == STORE_BFLOAT16 and not self.float64
                   and cnp.PyArray_SIZE(prims) == c.phases * 2
@@ -521,7 +511,6 @@ cdef class ConvPlan:
         c.dn_args = <const DnnlExecArg*>_data(args)
         c.dn_status = <int32_t*>cnp.PyArray_DATA(status)
         c.dnnl = True
-        c.dn_rows = rows
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
