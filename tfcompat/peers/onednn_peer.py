@@ -292,7 +292,8 @@ def _graph_interpolate_backward(src_shape, dst_shape, dtype, mode, transform, da
         L.lib.dnnl_graph_partition_destroy(part)
         L.lib.dnnl_graph_op_destroy(op)
         raise UnsupportedError(f"oneDNN's graph API does not support InterpolateBackward "
-                               f"{mode}/{transform} {data_format} {np.dtype('float32') if dtype == F32 else dtype}")
+                               f"{mode}/{transform} {data_format} "
+                               f"{ {F32: 'float32', BF16: 'bfloat16', F16: 'float16'}[dtype] }")
     compiled = ctypes.c_void_p()
     L.ok(L.lib.dnnl_graph_compiled_partition_create(ctypes.byref(compiled), part),
           "graph_compiled_partition_create")
