@@ -41,6 +41,7 @@ def _run(case, dtype, rng, n=3, h=23, w=9, c=3, oc=4):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16],
                          ids=["float32", "float64", "float16"])
 def test_ring_of_columns_matches_reference(case, dtype, band_bytes, rng, monkeypatch):
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")  # the ring, with or without oneDNN
     monkeypatch.setattr(cython_backend, "BAND_GEMM_BYTES", band_bytes)
     got, ref, scale = _run(case, dtype, rng)
     assert got.dtype == np.dtype(dtype)
@@ -61,7 +62,7 @@ def test_ring_is_used_and_bounded(rng):
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["float32", "bfloat16"])
 def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
     monkeypatch.setattr(cython_backend, "BAND_GEMM_BYTES", 1)
-    monkeypatch.setattr(cython_backend, "BF16_GEMM", "float32")  # the ring, with or without oneDNN
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")  # the ring, with or without oneDNN
     old = T.get_num_threads()
     outs = []
     try:
@@ -84,6 +85,7 @@ def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
                          ids=["float32", "float64", "float16", "bfloat16"])
 def test_gather_strategy_matches_reference(case, dtype, values, rng, monkeypatch):
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
     monkeypatch.setattr(cython_backend, "CONV_STRATEGY", "gather")
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", values)
     got, ref, scale = _run(case, dtype, rng, c=5, oc=3)
@@ -93,6 +95,7 @@ def test_gather_strategy_matches_reference(case, dtype, values, rng, monkeypatch
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["float32", "bfloat16"])
 def test_gather_strategy_same_bits_on_any_thread_count(dtype, monkeypatch):
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
     monkeypatch.setattr(cython_backend, "CONV_STRATEGY", "gather")
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 64)
     outs = []
@@ -113,19 +116,31 @@ needs_onednn = pytest.mark.skipif(_onednn_missing() is not None,
                                   reason=f"oneDNN not installed: {_onednn_missing()}")
 
 
+BF = ml_dtypes.bfloat16
+# (dtype, TFCOMPAT_HALF_GEMM): float32; the half types multiplied in their own type and widened
+ONEDNN_TYPES = [(np.float32, "auto"), (BF, "native"), (BF, "float32"), (np.float16, "native"),
+                (np.float16, "float32")]
+ONEDNN_IDS = ["float32", "bfloat16", "bfloat16-as-f32", "float16", "float16-as-f32"]
+
+
+def _onednn(monkeypatch, half_gemm, values=None):
+    monkeypatch.setattr(cython_backend, "ONEDNN", "auto")
+    monkeypatch.setattr(cython_backend, "HALF_GEMM", half_gemm)
+    if values is not None:
+        monkeypatch.setattr(cython_backend, "DNNL_GATHER_VALUES", values)
+
+
 @needs_onednn
 @pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("gemm", ["auto", "float32"])
-def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypatch):
-    """A 1x1, stride-1 bfloat16 conv is one GEMM: with oneDNN installed, its bfloat16 matmul
-    (float32 accumulation, rounded once); TFCOMPAT_BF16_GEMM=float32 keeps our float32 GEMM.
-    Both within bfloat16's tolerance of the float64 reference, and the same bits on any
-    thread count."""
-    monkeypatch.setattr(cython_backend, "BF16_GEMM", gemm)
-    bf = ml_dtypes.bfloat16
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_1x1_through_onednn_matches_reference(fmt, dtype, half_gemm, rng, monkeypatch):
+    """A 1x1, stride-1 conv is one GEMM: with oneDNN installed, a half type's own matmul
+    (float32 accumulation, rounded once) or the float32 gather's. Within the dtype's tolerance
+    of the float64 reference, and the same bits on any thread count."""
+    _onednn(monkeypatch, half_gemm)
     n, h, w, c, oc = 3, 5, 7, 6, 4
-    filt = rng.standard_normal((1, 1, c, oc)).astype(bf)
-    nhwc = rng.standard_normal((n, h, w, oc)).astype(bf)
+    filt = rng.standard_normal((1, 1, c, oc)).astype(dtype)
+    nhwc = rng.standard_normal((n, h, w, oc)).astype(dtype)
     dy = nhwc if fmt == "NHWC" else np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
     sizes = [n, h, w, c] if fmt == "NHWC" else [n, c, h, w]
     strides = [1, 1, 1, 1]
@@ -135,7 +150,7 @@ def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypat
         outs.append(T.conv2d_backprop_input(sizes, filt, dy, strides=strides, padding="VALID",
                                             data_format=fmt))
     for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
     got = outs[0]
     f64 = np.float64
     ref = T.conv2d_backprop_input(sizes, filt.astype(f64), dy.astype(f64), strides=strides,
@@ -143,14 +158,15 @@ def test_bfloat16_1x1_through_onednn_matches_reference(fmt, gemm, rng, monkeypat
     scale = T.conv2d_backprop_input(sizes, np.abs(filt.astype(f64)), np.abs(dy.astype(f64)),
                                     strides=strides, padding="VALID", data_format=fmt,
                                     backend="numpy")
-    assert got.dtype == np.dtype(bf) and got.shape == ref.shape
-    assert_close(got, ref, scale, bf, CONV_TOL)
+    assert got.dtype == np.dtype(dtype) and got.shape == ref.shape
+    assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
-# bfloat16 with oneDNN installed (TFCOMPAT_BF16_GEMM=auto): every conv that is not 1x1 runs the
-# gather with oneDNN's single-threaded bfloat16 matmul per band of each stride phase. The
-# extra cases: a 2x2 stride-2 filter on an even input, whose phases read dy itself (no
-# gather), and 3x3 stride 1. ``values`` 1 and 40 make many bands and a shorter last band.
+# With oneDNN installed (TFCOMPAT_ONEDNN=auto) every conv of two or more images but float64
+# runs the gather with oneDNN's single-threaded matmul per band of each stride phase (float32
+# with a strided filter whose taps do not overlap keeps the col2im). The extra cases: a 2x2
+# stride-2 filter on an even input, whose phases read dy itself (no gather), and 3x3 stride 1.
+# ``values`` 1 and 40 make many bands and a shorter last band.
 ONEDNN_CASES = CASES + [(2, 2, 2, 1, (0, 0, 0, 0)), (1, 1, 2, 1, (0, 0, 0, 0)),
                         (3, 3, 1, 1, (1, 1, 1, 1))]
 
@@ -158,53 +174,73 @@ ONEDNN_CASES = CASES + [(2, 2, 2, 1, (0, 0, 0, 0)), (1, 1, 2, 1, (0, 0, 0, 0)),
 @needs_onednn
 @pytest.mark.parametrize("values", [1, 40, 1 << 19])
 @pytest.mark.parametrize("case", ONEDNN_CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_bfloat16_through_onednn_matmul_matches_reference(case, values, rng, monkeypatch):
-    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
-    monkeypatch.setattr(cython_backend, "GATHER_VALUES", values)
-    got, ref, scale = _run(case, ml_dtypes.bfloat16, rng, h=22, w=10, c=5, oc=3)
-    assert got.dtype == np.dtype(ml_dtypes.bfloat16)
-    assert_close(got, ref, scale, ml_dtypes.bfloat16, CONV_TOL)
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_through_onednn_matmul_matches_reference(case, dtype, half_gemm, values, rng,
+                                                 monkeypatch):
+    _onednn(monkeypatch, half_gemm, values)
+    got, ref, scale = _run(case, dtype, rng, h=22, w=10, c=5, oc=3)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
 @needs_onednn
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (2, 2, 2, 1, (0, 0, 0, 0)),
                                   (3, 3, 1, 2, (2, 2, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_bfloat16_through_onednn_same_bits_on_any_thread_count(case, monkeypatch):
-    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
-    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 200)
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_through_onednn_same_bits_on_any_thread_count(case, dtype, half_gemm, monkeypatch):
+    _onednn(monkeypatch, half_gemm, 200)
     old = T.get_num_threads()
     outs = []
     try:
         for k in (1, 2, 3, 5):
             T.set_num_threads(k)
-            outs.append(_run(case, ml_dtypes.bfloat16, np.random.default_rng(5), n=7, h=22, w=10,
-                             c=17, oc=33)[0])
+            outs.append(_run(case, dtype, np.random.default_rng(5), n=7, h=22, w=10, c=17,
+                             oc=33)[0])
     finally:
         T.set_num_threads(old)
     for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
 
 
 @needs_onednn
-def test_bfloat16_through_onednn_concurrent_calls_give_the_same_bits(monkeypatch):
+@pytest.mark.parametrize("half_gemm", ["native", "float32"])
+def test_float16_through_onednn_sums_in_float32(half_gemm, monkeypatch):
+    """float16 products summed in float16 would stop at 2048 (2048 + 1 rounds back to 2048);
+    in float32 the 9 taps x 512 channels of ones at an interior dx element sum to 4608, which
+    float16 holds exactly (hand arithmetic; the edges take 6 or 4 taps: 3072, 2048)."""
+    _onednn(monkeypatch, half_gemm)
+    oc = 512
+    dy = np.ones((2, 4, 5, oc), np.float16)
+    filt = np.ones((3, 3, 2, oc), np.float16)
+    got = T.conv2d_backprop_input([2, 4, 5, 2], filt, dy, strides=[1, 1, 1, 1], padding="SAME")
+    want = np.full((2, 4, 5, 2), 4608.0)
+    want[:, [0, -1], :, :] = 3072
+    want[:, :, [0, -1], :] = 3072
+    want[:, [0, 0, -1, -1], [0, -1, 0, -1], :] = 2048
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+@needs_onednn
+def test_through_onednn_concurrent_calls_give_the_same_bits(monkeypatch):
     """Calls from several Python threads at once (each with its own oneDNN streams, memory
     objects and scratchpads; primitives shared) give what each gives alone."""
     import threading
-    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
-    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 300)
+    _onednn(monkeypatch, "native", 300)
     cases = [(3, 3, 2, 1, (1, 2, 0, 1)), (2, 2, 2, 1, (0, 0, 0, 0)), (3, 3, 1, 1, (1, 1, 1, 1))]
-    alone = [_run(case, ml_dtypes.bfloat16, np.random.default_rng(k), n=4, h=22, w=10, c=9,
-                  oc=12)[0] for k, case in enumerate(cases)]
+    dtypes = [BF, np.float32, np.float16]
+    alone = [[_run(case, dt, np.random.default_rng(k), n=4, h=22, w=10, c=9, oc=12)[0]
+              for k, case in enumerate(cases)] for dt in dtypes]
     bad = []
 
     def worker(seed):
         for i in range(12):
-            k = (seed + i) % len(cases)
-            got = _run(cases[k], ml_dtypes.bfloat16, np.random.default_rng(k), n=4, h=22, w=10,
-                       c=9, oc=12)[0]
-            if not np.array_equal(got.view(np.uint16), alone[k].view(np.uint16)):
-                bad.append((seed, i, k))
+            k, d = (seed + i) % len(cases), (seed + i // 3) % len(dtypes)
+            got = _run(cases[k], dtypes[d], np.random.default_rng(k), n=4, h=22, w=10, c=9,
+                       oc=12)[0]
+            if not np.array_equal(got.view(np.uint8), alone[d][k].view(np.uint8)):
+                bad.append((seed, i, k, d))
 
     threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
     for t in threads:
@@ -216,22 +252,22 @@ def test_bfloat16_through_onednn_concurrent_calls_give_the_same_bits(monkeypatch
 
 @needs_onednn
 @pytest.mark.parametrize("h, w", [(1, 1), (1, 5), (5, 1), (3, 2)])
-def test_bfloat16_through_onednn_image_smaller_than_the_stride(h, w, rng, monkeypatch):
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_through_onednn_image_smaller_than_the_stride(h, w, dtype, half_gemm, rng, monkeypatch):
     """Some stride phases have no dx row or column (H or W below the stride): they have no
     GEMM and are skipped (hypothesis found W = 1, stride 2 once)."""
-    monkeypatch.setattr(cython_backend, "BF16_GEMM", "auto")
-    got, ref, scale = _run((1, 2, 2, 1, (0, 0, 0, 1)), ml_dtypes.bfloat16, rng, n=2, h=h, w=w,
-                           c=1, oc=1)
-    assert_close(got, ref, scale, ml_dtypes.bfloat16, CONV_TOL)
-    got, ref, scale = _run((2, 3, 3, 1, (1, 0, 2, 1)), ml_dtypes.bfloat16, rng, n=3, h=h, w=w,
-                           c=3, oc=2)
-    assert_close(got, ref, scale, ml_dtypes.bfloat16, CONV_TOL)
+    _onednn(monkeypatch, half_gemm)
+    got, ref, scale = _run((1, 2, 2, 1, (0, 0, 0, 1)), dtype, rng, n=2, h=h, w=w, c=1, oc=1)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+    got, ref, scale = _run((2, 3, 3, 1, (1, 0, 2, 1)), dtype, rng, n=3, h=h, w=w, c=3, oc=2)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
 @needs_onednn
-def test_bfloat16_through_onednn_leaves_openmp_settings_alone(rng):
+def test_bfloat16_through_onednn_leaves_openmp_settings_alone(rng, monkeypatch):
     """oneDNN's primitives are made under tfcompat's thread count, set on the calling thread
     only for that moment: the process's OpenMP setting is what it was."""
+    _onednn(monkeypatch, "native")  # the 1x1 conv's matmul is made for k threads
     import ctypes
     gomp = ctypes.CDLL("libgomp.so.1")
     before = gomp.omp_get_max_threads()

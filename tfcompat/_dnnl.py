@@ -1,6 +1,6 @@
 """oneDNN's C API through ctypes: the library, a CPU engine and stream, memory descriptors and
 primitives. Used by the onednn peer (tfcompat/peers/onednn_peer.py) and by the cython
-backend's bfloat16 GEMM (oneDNN's matmul, where the library is installed:
+backend's conv GEMMs (oneDNN's matmul, where the library is installed:
 ``pip install 'tfcompat[onednn]'``). Only oneDNN's plain C functions are used, with the enum
 values of oneDNN 3.2's headers (include/oneapi/dnnl/dnnl_common_types.h, dnnl_types.h),
 checked against ``dnnl_version()`` when the library loads.
@@ -208,17 +208,17 @@ def ptr(arr):
 
 class Matmul:
     """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major (out's rows ``ldc`` apart):
-    bfloat16 a and b, float32 accumulation, ``out_dtype`` out (rounded once), created to run
-    with ``threads`` threads.
+    a and b of ``in_dtype`` (F32, BF16, F16), float32 accumulation, ``out_dtype`` out (rounded
+    once), created to run with ``threads`` threads.
     With ``user_scratchpad`` the caller passes the scratchpad (ARG_SCRATCHPAD), so that one
     primitive can run in several threads at once. ``mds``: the (a, b, out) memory descriptors;
     ``scratchpad_md`` and ``scratchpad_bytes``; ``impl``: the implementation oneDNN chose.
     Its oneDNN objects are freed with it."""
 
-    def __init__(self, m, k, n, out_dtype, threads, user_scratchpad, ldc):
+    def __init__(self, m, k, n, in_dtype, out_dtype, threads, user_scratchpad, ldc):
         L = self.L = library()
         self.pd = self.primitive = None
-        self.mds = (L.md((m, k), BF16, (k, 1)), L.md((k, n), BF16, (n, 1)),
+        self.mds = (L.md((m, k), in_dtype, (k, 1)), L.md((k, n), in_dtype, (n, 1)),
                     L.md((m, n), out_dtype, (ldc, 1)))
         attr = ctypes.c_void_p()
         L.ok(L.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "primitive_attr_create")
@@ -250,6 +250,20 @@ class Matmul:
 
 
 @functools.lru_cache(maxsize=64)
-def matmul_bf16(m, k, n, out_dtype, threads, user_scratchpad=False, ldc=None):
+def matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad=False, ldc=None):
     """The :class:`Matmul` for these arguments, made once."""
-    return Matmul(m, k, n, out_dtype, threads, user_scratchpad, n if ldc is None else ldc)
+    return Matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad,
+                  n if ldc is None else ldc)
+
+
+# dnnl_get_effective_cpu_isa()'s values (dnnl_types.h, dnnl_cpu_isa_t) are bit sets, each ISA
+# holding the bits of the ones it extends: avx512_core_bf16 0xe7, avx512_core_fp16 0x1ef, and the
+# AMX ISAs add bits above those
+ISA_BF16, ISA_FP16 = 0xe7, 0x1ef
+
+
+def cpu_isa():
+    """(bf16, fp16, amx): whether oneDNN's kernels on this CPU use AVX512-BF16, AVX512-FP16 and
+    AMX (dnnl_get_effective_cpu_isa)."""
+    isa = library().lib.dnnl_get_effective_cpu_isa()
+    return (isa & ISA_BF16 == ISA_BF16, isa & ISA_FP16 == ISA_FP16, isa & ~ISA_FP16 != 0)

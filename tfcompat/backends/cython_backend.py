@@ -11,6 +11,7 @@ layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN
 of tables, oldest out first), so a training loop validates once and memory stays bounded.
 """
 import contextlib
+import functools
 import os
 import threading
 
@@ -26,6 +27,7 @@ from ..registry import KernelConfig
 BACKEND = "cython"
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
+F16 = np.dtype(np.float16)
 Kind = _kernels.ResampleKind
 
 # ---------------------------------------------------------------------------------------------
@@ -297,8 +299,10 @@ def column_ring(p, h_tab, itemsize):
 
 _STORAGE = {None: 0, False: 1, True: 2}   # conv.pxi's STORE_NATIVE, STORE_FLOAT16, STORE_BFLOAT16
 
-# The gather strategy's band of gathered dy rows: at most this many values (docs/performance.md)
+# The gather strategy's band of gathered dy rows: at most this many values, with our BLAS and
+# with oneDNN's matmuls (docs/performance.md)
 GATHER_VALUES = int(os.environ.get("TFCOMPAT_GATHER_VALUES", str(1 << 19)))
+DNNL_GATHER_VALUES = int(os.environ.get("TFCOMPAT_DNNL_GATHER_VALUES", str(1 << 17)))
 # float32/float64/float16 (and bfloat16 without oneDNN's matmul) with two or more images:
 # "auto" picks (_use_gather), "gather" forces the gather strategy, any other value the col2im
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
@@ -310,10 +314,11 @@ def gather_tables(p, ct, dnnl=False):
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
     values of the compute type, for the gathered A and the GEMM's output.
 
-    ``dnnl`` (conv.pxi's _conv_image_dnnl, ``ct`` bfloat16): every phase gets
+    ``dnnl`` (conv.pxi's _conv_image_dnnl, ``ct`` the matmuls' input type): every phase gets
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
-    dx's row layout; A holds bfloat16, the output float32."""
+    dx's row layout; A holds ``ct``, the output float32."""
     wq = -(-p.W // p.sw)
+    limit = DNNL_GATHER_VALUES if dnnl else GATHER_VALUES
     info, offy, offx, tap_rows = [], [], [], []
     a_values = out_values = offset = 0
     for py in range(p.sh):
@@ -325,7 +330,7 @@ def gather_tables(p, ct, dnnl=False):
             wp = wq if dnnl else len(range(px, p.W, p.sw))
             k2 = len(kys) * len(kxs) * p.OC
             group.append([py, px, hp, wp, len(kys), len(kxs),
-                          max(1, min(hp, GATHER_VALUES // max(1, wp * k2))), 0])
+                          max(1, min(hp, limit // max(1, wp * k2))), 0])
             # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
             offy.append([(py + p.pad_top - k * p.dh) // p.sh for k in kys] + [0] * (p.fh - len(kys)))
             offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
@@ -339,10 +344,12 @@ def gather_tables(p, ct, dnnl=False):
             row[7] = offset
             offset += k2 * p.C
             a_values = max(a_values, row[6] * row[3] * k2)
-            out_values = max(out_values, row[6] * row[3] * p.C * (p.sw if dnnl else 1))
+            # dnnl: the row buffer of the sw phases, and one phase's output when sw > 1
+            out_values = max(out_values, row[6] * row[3] * p.C
+                             * ((p.sw + (p.sw > 1)) if dnnl else 1))
         info += group
-    if dnnl:
-        a_values = -(-a_values // 2)  # bfloat16 values, in float32 scratch
+    if dnnl and ct.itemsize == 2:
+        a_values = -(-a_values // 2)  # 16-bit values, in float32 scratch
     # every phase's taps, in phase order: rows (ky, kx, co) of the filter as [fh fw OC, C]
     w = np.asarray(p.filter).transpose(0, 1, 3, 2).reshape(p.fh * p.fw, p.OC * p.C)
     taps = np.ascontiguousarray(w[tap_rows], ct).reshape(-1)
@@ -350,16 +357,18 @@ def gather_tables(p, ct, dnnl=False):
             np.asarray(offx, np.int32), taps, a_values, out_values)
 
 
-# bfloat16 GEMMs: "auto" uses oneDNN's bfloat16 matmul where it is installed, "float32" never
-BF16_GEMM = os.environ.get("TFCOMPAT_BF16_GEMM", "auto")
-
+# oneDNN's matmul in the conv: "auto" where it is installed, "off" never (our BLAS GEMMs)
+ONEDNN = os.environ.get("TFCOMPAT_ONEDNN", "auto")
+# the type oneDNN multiplies bfloat16 and float16 in: "auto" (_gemm_type), "native" (dy's own
+# type, float32 accumulation) or "float32" (widened)
+HALF_GEMM = os.environ.get("TFCOMPAT_HALF_GEMM", "auto")
 
 _dnnl_usable = None
 
 
-def _bf16_gemm_available():
+def _onednn_available():
     global _dnnl_usable
-    if BF16_GEMM == "float32":
+    if ONEDNN == "off":
         return False
     if _dnnl_usable is None:
         from .. import _dnnl
@@ -368,14 +377,52 @@ def _bf16_gemm_available():
     return _dnnl_usable
 
 
-def _bf16_direct(dy, w2, m, k, n, nthreads):
-    """A 1x1, stride-1, unpadded bfloat16 conv: dx [m, n] = dy [m, k] @ w2 [k, n] by one oneDNN
-    bfloat16 matmul on ``nthreads`` threads (AVX512-BF16 where the CPU has it), where our
-    float32 GEMM would widen both (docs/performance.md)."""
+@functools.lru_cache(maxsize=None)
+def _brgemm(dtype):
+    """Whether oneDNN runs a single-threaded matmul of ``dtype`` with one of its brgemm kernels
+    (the fast ones, and single-threaded as made: on CPUs without them it falls back to a
+    reference or a differently threaded GEMM, which tfcompat does not use)."""
+    from .. import _dnnl
+    return _dnnl.matmul(1024, 576, 64, _dnnl_type(dtype), _dnnl.F32, 1, True).impl.startswith(
+        "brg:")
+
+
+def _gemm_type(dtype):
+    """The dtype oneDNN's matmuls read for a conv of ``dtype`` (float32 accumulation), or None
+    for our own BLAS GEMMs (no oneDNN, or float64, which oneDNN's CPU matmul lacks). Half
+    types are multiplied in their own type where oneDNN runs that at least as fast as float32
+    on this CPU, by the instruction sets it reports (docs/performance.md): bfloat16 on AMX, or
+    AVX512-BF16 without AVX512-FP16 (AMD Zen 4: about twice its float32 rate); float16 with
+    AVX512-FP16; otherwise widened to float32 (an Intel core with AVX512-FP16 whose AMX is
+    hidden, as in some VMs, ran the bfloat16 matmul at half its float32 rate)."""
+    if dtype == F64 or not _onednn_available():
+        return None
+    f32 = F32 if _brgemm(F32) else None
+    if dtype == F32 or HALF_GEMM == "float32":
+        return f32
+    if HALF_GEMM == "native":
+        native = True
+    else:
+        from .. import _dnnl
+        bf16, fp16, amx = _dnnl.cpu_isa()
+        native = (amx or (bf16 and not fp16)) if dtype == ck.BFLOAT16 else fp16
+    return dtype if native and _brgemm(dtype) else f32
+
+
+def _dnnl_type(dtype):
+    from .. import _dnnl
+    return {F32: _dnnl.F32, ck.BFLOAT16: _dnnl.BF16, F16: _dnnl.F16}[np.dtype(dtype)]
+
+
+def _half_direct(dy, w2, m, k, n, nthreads):
+    """A 1x1, stride-1, unpadded bfloat16 or float16 conv: dx [m, n] = dy [m, k] @ w2 [k, n] by
+    one oneDNN matmul in dy's type (float32 accumulation, rounded once) on ``nthreads``
+    threads, where our float32 GEMM would widen both (docs/performance.md)."""
     from .. import _dnnl as D
     L = D.library()
-    mm = D.matmul_bf16(m, k, n, D.BF16, nthreads)
-    dx = _memory.empty((m, n), ck.BFLOAT16)
+    t = _dnnl_type(dy.dtype)
+    mm = D.matmul(m, k, n, t, t, nthreads)
+    dx = _memory.empty((m, n), dy.dtype)
     with L.lock:
         mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mm.mds, (dy, w2, dx))]
         try:
@@ -387,19 +434,21 @@ def _bf16_direct(dy, w2, m, k, n, nthreads):
 
 
 class _DnnlWorkers:
-    """oneDNN's side of the bfloat16 gather (conv.pxi's ``use_dnnl``) for one set of GEMM
-    shapes and worker count: single-threaded bf16 x bf16 -> float32 matmuls, one per stride
+    """oneDNN's side of the gather (conv.pxi's ``use_dnnl``) for one set of GEMM shapes, input
+    type and worker count: single-threaded matmuls (float32 out), one per stride
     phase and band height (its bands, and its last, shorter one), and per worker a stream, a
     scratchpad and memory objects, which the kernel points at each call's data. One call uses
     it at a time (:func:`_dnnl_workers` lends it out). Every image runs the same primitives
     whichever worker takes it, so the result does not depend on the thread count."""
 
-    def __init__(self, shapes, nt, c, ldc):
+    def __init__(self, shapes, nt, c, in_dtype):
         from .. import _dnnl as D
         L = self.L = D.library()
+        self.bits = in_dtype.itemsize == 2
         self.mems, self.streams, self.scratch = [], [], []
+        t = _dnnl_type(in_dtype)
         # [phase][kind]: a Matmul, or None
-        self.made = [[D.matmul_bf16(m, k, c, D.F32, 1, True, ldc) if m and k else None
+        self.made = [[D.matmul(m, k, c, t, D.F32, 1, True) if m and k else None
                       for m, k in kinds] for kinds in shapes]
         self.prims = np.array([[x.primitive.value if x else 0 for x in kinds]
                                for kinds in self.made], np.uintp)
@@ -429,7 +478,7 @@ class _DnnlWorkers:
         """Give ``plan`` these workers; returns the per-worker status array to check."""
         status = np.zeros(len(self.streams), np.int32)
         plan.use_dnnl(self.L.execute_address, self.L.wait_address, self.L.set_handle_address,
-                      self.prims, self.stream_ptrs, self.args, status)
+                      self.prims, self.stream_ptrs, self.args, status, self.bits)
         return status
 
     def close(self):
@@ -457,14 +506,14 @@ def _dnnl_shapes(g, oc):
 
 
 @contextlib.contextmanager
-def _dnnl_workers(shapes, nt, c, ldc):
-    """An idle :class:`_DnnlWorkers` for these shapes (or a new one), returned after use; at
+def _dnnl_workers(shapes, nt, c, in_dtype):
+    """An idle :class:`_DnnlWorkers` for these arguments (or a new one), returned after use; at
     most :data:`_DNNL_IDLE_MAX` are kept idle."""
-    key = (shapes, nt, c, ldc)
+    key = (shapes, nt, c, in_dtype)
     with _dnnl_idle_lock:
         workers = _DNNL_IDLE.pop(key, None)
     if workers is None:
-        workers = _DnnlWorkers(shapes, nt, c, ldc)
+        workers = _DnnlWorkers(shapes, nt, c, in_dtype)
     yield workers
     with _dnnl_idle_lock:
         _DNNL_IDLE.pop(key, None)       # a concurrent call's, if any, is dropped
@@ -477,11 +526,21 @@ def _use_gather(p):
     """The gather strategy for float32 when the filter has fewer output than input channels:
     its gathered dy (taps * OC per dx position) is then smaller than the col2im's columns
     (taps * C per dy position), and C3 ran 1.09-1.12x faster with it; with OC >= C (C1, C2,
-    C5) or other dtypes it was as fast or slower (docs/performance.md). bfloat16 with oneDNN
-    (``dnnl``) always gathers: its GEMMs then run on bfloat16 data, with no col2im."""
+    C5) or other dtypes it was as fast or slower (docs/performance.md). With oneDNN
+    (``dnnl``) every dtype but float64 gathers, its GEMMs oneDNN's."""
     if CONV_STRATEGY != "auto":
         return CONV_STRATEGY == "gather"
     return p.dtype == F32 and p.OC < p.C
+
+
+def _onednn_gather(p, gemm):
+    """Whether a conv of two or more images runs the gather with oneDNN's matmuls of ``gemm``
+    (conv.pxi's _conv_image_dnnl): always, but for a strided filter whose taps do not overlap
+    (each dx element takes at most one tap, as in C5's 2x2 stride 2) when oneDNN would
+    multiply in float32: there the col2im's one GEMM per band, every tap's C columns side by
+    side, beat one narrow GEMM per stride phase (docs/performance.md)."""
+    disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
+    return not (disjoint and gemm == F32)
 
 
 def _run_conv(problem):
@@ -494,10 +553,10 @@ def _run_conv(problem):
     dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
     dy = np.require(dy, requirements="CA")
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
-    bf16_gemm = half is True and _bf16_gemm_available()
-    if direct and bf16_gemm:
+    gemm = _gemm_type(p.dtype)
+    if direct and half is not None and gemm == p.dtype:
         # the filter [1, 1, C, OC] is the matmul's b [k = OC, n = C]: its transpose
-        dx = _bf16_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
+        dx = _half_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
                           p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
@@ -506,9 +565,9 @@ def _run_conv(problem):
     # from two images on; the strategy depends on N only, never on the thread count
     per_image = p.N >= 2
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
-    dnnl = per_image and not direct and bf16_gemm
+    dnnl = per_image and gemm is not None and _onednn_gather(p, gemm)
     if dnnl:
-        gather = gather_tables(p, p.dtype, dnnl=True)
+        gather = gather_tables(p, gemm, dnnl=True)
     elif per_image and not direct and _use_gather(p):
         gather = gather_tables(p, ct)
     else:
@@ -524,7 +583,7 @@ def _run_conv(problem):
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
     if dnnl:
-        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C, p.sw * p.C) as workers:
+        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C, gemm) as workers:
             status = workers.bind(plan)
             plan.run(dy, w2, dx, nt, work)
         if status.any():

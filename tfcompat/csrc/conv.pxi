@@ -14,18 +14,18 @@
 #   gather (N >= 2; _conv_image_gather): the transposed convolution as GEMMs of gathered dy
 #     against the filter, one per stride phase, whose inner dimension is taps * out_c instead
 #     of out_c (docs/performance.md);
-#   bfloat16 with oneDNN (N >= 2, not 1x1; _conv_image_dnnl): the gather with dy kept in
-#     bfloat16 and oneDNN's single-threaded bfloat16 matmul per band.
+#   oneDNN (N >= 2, not 1x1; _conv_image_dnnl): the gather with oneDNN's single-threaded
+#     matmul per band, on float32 or on dy's own 16-bit values (bfloat16, float16).
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
-# into scratch (but for oneDNN's matmul, which reads bfloat16), and each dx row is rounded as
-# it is finished, so no float32 copy of the whole dy or dx exists.
+# into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
+# rounded as it is finished, so no float32 copy of the whole dy or dx exists.
 
 cdef enum:
     STORE_NATIVE = 0        # dy and dx hold the compute type
     STORE_FLOAT16 = 1       # dy and dx hold float16 bits; compute in float32
     STORE_BFLOAT16 = 2      # dy and dx hold bfloat16 bits; compute in float32
 
-# oneDNN's C API (include/oneapi/dnnl/dnnl.h), for the gather strategy's bfloat16 GEMMs: the
+# oneDNN's C API (include/oneapi/dnnl/dnnl.h), for the gather strategy's oneDNN GEMMs: the
 # Python layer (tfcompat/_dnnl.py, tfcompat/backends/cython_backend.py) creates single-threaded
 # matmul primitives, a stream per worker and the argument lists, and passes the addresses of
 # the three functions the kernel calls.
@@ -92,12 +92,15 @@ cdef struct ConvArgs:
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
-    # the bfloat16 gather with oneDNN's matmul (bf16 x bf16 -> float32, _conv_image_dnnl): the
-    # gathered dy stays bfloat16; the band of phase p with kind k (0: ``band`` rows, 1: the phase's last, shorter
-    # band) is run by primitive dn_prims[p * 2 + k] with worker t's memory objects (a, b, out,
-    # scratchpad) dn_args[((t * phases + p) * 2 + k) * 4 ...], on stream dn_streams[t]; a
-    # failed call leaves its status in dn_status[t]
+    # the gather with oneDNN's matmul (-> float32, _conv_image_dnnl): with dn_bits the
+    # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
+    # of dn_b_size bytes. The band of phase p with kind k (0: ``band`` rows, 1: the phase's
+    # last, shorter band) is run by primitive dn_prims[p * 2 + k] with worker t's memory
+    # objects (a, b, out, scratchpad) dn_args[((t * phases + p) * 2 + k) * 4 ...], on stream
+    # dn_streams[t]; a failed call leaves its status in dn_status[t]
     bint dnnl
+    bint dn_bits
+    Py_ssize_t dn_b_size
     dnnl_execute_f dn_execute
     dnnl_wait_f dn_wait
     dnnl_set_handle_f dn_set_handle
@@ -282,14 +285,15 @@ cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const 
 cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
                             const void* a, void* out) noexcept nogil:
     """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band): out (float32)
-    = a (bfloat16) @ the phase's taps. The worker's memory objects for it are pointed at the
+    = a @ the phase's taps. The worker's memory objects for it are pointed at the
     three (its scratchpad stays bound)."""
     cdef void* stream = <void*>c.dn_streams[t]
     cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 2 + tail) * 4
     cdef int status = c.dn_set_handle(args[0].memory, <void*>a)
     if status == 0:
         status = c.dn_set_handle(args[1].memory,
-                                 <void*>(<const uint16_t*>c.ph_b + c.ph_info[p * 8 + 7]))
+                                 <void*>(<const char*>c.ph_b
+                                         + c.ph_info[p * 8 + 7] * c.dn_b_size))
     if status == 0:
         status = c.dn_set_handle(args[2].memory, out)
     if status == 0:
@@ -350,21 +354,29 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
             j0 = j0 + rows
 
 
-cdef void _conv_image_dnnl(const uint16_t* dy, float* work, uint16_t* dx, Py_ssize_t n,
+cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
                            Py_ssize_t t, const ConvArgs* c) noexcept nogil:
-    """_conv_image_gather for bfloat16 with oneDNN's matmul (c.dnnl), by worker t. Every phase
-    has Wq = ceil(W / sw) columns (the Python layer pads the narrower ones: their last column
+    """_conv_image_gather with oneDNN's matmul (c.dnnl), by worker t. Every phase has
+    Wq = ceil(W / sw) columns (the Python layer pads the narrower ones: their last column
     lands beyond dx and is computed but not kept), so the sw phases (py, px) of a band of
     phase rows share one float32 buffer laid out as dx's rows py + sh j, Wq * sw positions
-    each: phase px's GEMM writes its rows sw * C apart from column px (the primitives' leading
-    dimension), and each dx row is rounded from one contiguous run. All phases of a py have
-    the same band. Each dx element is one GEMM output, summed by oneDNN's single-threaded
-    matmul in its own order: the same on the same shapes whichever worker runs it."""
+    each: phase px's GEMM output (contiguous: oneDNN 3.2's fast matmuls need a dense output)
+    goes to column px, sw * C apart, and each dx row is copied (float32) or rounded from one
+    contiguous run; with stride 1 the GEMM writes that buffer itself, and dx too for float32. All phases of a py have the same band.
+    Each dx element is one GEMM output, summed by oneDNN's single-threaded matmul in its own
+    order: the same on the same shapes whichever worker runs it."""
     cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, C = c.C
     cdef const int32_t* info
     cdef float* a = work
     cdef float* out = work + c.a_floats
+    cdef float* band_out
+    cdef float* ph_out
     cdef bint tail
+    cdef bint native = c.storage == STORE_NATIVE
+    cdef bint into_dx = native and c.sh == 1 and c.sw == 1
+    # dy's rows are the GEMM's A when the matmul reads dy's own type
+    cdef bint dy_is_a = native or c.dn_bits
+    cdef Py_ssize_t dy_size = 4 if native else 2
     for py in range(c.sh):
         info = c.ph_info + py * c.sw * 8
         Hp, Wq = info[2], info[3]
@@ -373,6 +385,9 @@ cdef void _conv_image_dnnl(const uint16_t* dy, float* work, uint16_t* dx, Py_ssi
             info = c.ph_info + py * c.sw * 8
             rows = min(<Py_ssize_t>info[6], Hp - j0)
             tail = rows != info[6]
+            band_out = <float*>dx + (n * c.H + j0) * c.W * C if into_dx else out
+            # a phase's own output, when the sw phases interleave (after the row buffer)
+            ph_out = band_out if c.sw == 1 else out + info[6] * Wq * c.sw * C
             for px in range(c.sw):
                 p = py * c.sw + px
                 info = c.ph_info + p * 8
@@ -380,16 +395,32 @@ cdef void _conv_image_dnnl(const uint16_t* dy, float* work, uint16_t* dx, Py_ssi
                 if K2 == 0:
                     # no tap reaches this phase: its dx elements are zero
                     for r in range(rows * Wq):
-                        memset(out + (r * c.sw + px) * C, 0, C * sizeof(float))
-                elif _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c):
-                    _dnnl_gemm(c, p, t, tail, dy + (n * c.OH + j0) * c.OW * c.OC, out + px * C)
+                        memset(band_out + (r * c.sw + px) * C, 0, C * sizeof(float))
+                    continue
+                if dy_is_a and _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw,
+                                              c):
+                    _dnnl_gemm(c, p, t, tail, <const char*>dy
+                               + (n * c.OH + j0) * c.OW * c.OC * dy_size, ph_out)
                 else:
-                    _gather_band_bits(dy, <uint16_t*>a, n, j0, rows, info,
-                                      c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
-                    _dnnl_gemm(c, p, t, tail, a, out + px * C)
-            for jj in range(rows):
-                from_f32(out + jj * Wq * c.sw * C,
-                         dx + (n * c.H + py + c.sh * (j0 + jj)) * c.W * C, c.W * C, True)
+                    if c.dn_bits:
+                        _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0, rows, info,
+                                          c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
+                    else:
+                        _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
+                                     c.ph_offx + p * c.fw, c)
+                    _dnnl_gemm(c, p, t, tail, a, ph_out)
+                if c.sw > 1:
+                    for r in range(rows * Wq):
+                        memcpy(band_out + (r * c.sw + px) * C, ph_out + r * C,
+                               C * sizeof(float))
+            if not into_dx:
+                for jj in range(rows):
+                    r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
+                    if native:
+                        memcpy(<float*>dx + r, out + jj * Wq * c.sw * C, c.W * C * sizeof(float))
+                    else:
+                        from_f32(out + jj * Wq * c.sw * C, <uint16_t*>dx + r, c.W * C,
+                                 c.storage == STORE_BFLOAT16)
             j0 = j0 + rows
 
 
@@ -409,8 +440,7 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
             while n < c.N:
                 if c.dnnl:
                     if real_acc is float:
-                        _conv_image_dnnl(<const uint16_t*>dy, work + t * c.work_per_thread,
-                                         <uint16_t*>dx, n, t, c)
+                        _conv_image_dnnl(dy, work + t * c.work_per_thread, dx, n, t, c)
                 elif c.gather:
                     _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, c)
                 else:
@@ -488,15 +518,17 @@ cdef class ConvPlan:
             c.work_per_thread = 0
 
     def use_dnnl(self, size_t execute, size_t wait, size_t set_handle, cnp.ndarray prims,
-                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status):
-        """Run the bfloat16 gather's GEMMs with oneDNN: the addresses of
+                 cnp.ndarray streams, cnp.ndarray args, cnp.ndarray status, bint bits):
+        """Run the gather's GEMMs with oneDNN (``bits``: the matmuls read dy's 16-bit values,
+        else float32; the filter's taps, the gather tables', are of the matmuls' type): the
+        addresses of
         ``dnnl_primitive_execute``, ``dnnl_stream_wait`` and ``dnnl_memory_set_data_handle``,
         [phases, 2] primitives and a stream per worker (intptr arrays), the
         [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
         kernel points a, b and out at this call's data) and an int32 status per worker, all
         built by tfcompat/backends/cython_backend.py (see _conv_image_dnnl)."""
         c = &self.args
-        TFC_CHECK(c.gather and c.storage == STORE_BFLOAT16 and not self.float64
+        TFC_CHECK(c.gather and not self.float64 and not (bits and c.storage == STORE_NATIVE)
                   and cnp.PyArray_SIZE(prims) == c.phases * 2
                   and <size_t>cnp.PyArray_NBYTES(args) == <size_t>(cnp.PyArray_SIZE(streams)
                                                                    * c.phases * 8)
@@ -510,6 +542,8 @@ cdef class ConvPlan:
         c.dn_streams = <const intptr_t*>_data(streams)
         c.dn_args = <const DnnlExecArg*>_data(args)
         c.dn_status = <int32_t*>cnp.PyArray_DATA(status)
+        c.dn_bits = bits
+        c.dn_b_size = 2 if bits else 4
         c.dnnl = True
 
     def workspace(self, int num_threads):
