@@ -326,7 +326,9 @@ def gather_tables(p, ct, dnnl=False):
         hp = len(range(py, p.H, p.sh))
         group = []
         for px in range(p.sw):
-            kxs = [k for k in range(p.fw) if (px + p.pad_left - k * p.dw) % p.sw == 0]
+            # descending, so that the taps read dy's columns in ascending order: with
+            # consecutive columns the kernel gathers them in one copy (_gather_band)
+            kxs = [k for k in reversed(range(p.fw)) if (px + p.pad_left - k * p.dw) % p.sw == 0]
             wp = wq if dnnl else len(range(px, p.W, p.sw))
             k2 = len(kys) * len(kxs) * p.OC
             group.append([py, px, hp, wp, len(kys), len(kxs),

@@ -219,16 +219,38 @@ cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
                        Py_ssize_t rows, const int32_t* info, const int32_t* offy,
                        const int32_t* offx, const ConvArgs* c) noexcept nogil:
     """A[(j, i), (a, b, co)] = dy[n, j + offy[a], i + offx[b], co], or 0 outside dy, for the
-    phase rows j0 .. j0 + rows - 1 (half types widened on the way)."""
+    phase rows j0 .. j0 + rows - 1 (half types widened on the way). When the taps b read
+    consecutive dy columns (offx ascending by 1: a dilation of 1), the taps of one (j, i, a)
+    are one run of dy's row, copied at once."""
     cdef Py_ssize_t Wp = info[3], nty = info[4], ntx = info[5], OC = c.OC
-    cdef Py_ssize_t K2 = nty * ntx * OC, j, i, ta, tb, oy, ox, src
+    cdef Py_ssize_t K2 = nty * ntx * OC, j, i, ta, tb, oy, ox, src, lo, hi
     cdef real_acc* seg
     cdef bint bf = c.storage == STORE_BFLOAT16
+    cdef bint runs = True
+    for tb in range(1, ntx):
+        runs = runs and offx[tb] == offx[tb - 1] + 1
     for j in range(j0, j0 + rows):
         for i in range(Wp):
             seg = a + ((j - j0) * Wp + i) * K2
             for ta in range(nty):
                 oy = j + offy[ta]
+                if runs:
+                    # taps lo .. hi - 1 read dy columns i + offx[0] + tb inside dy
+                    lo = hi = ntx
+                    if 0 <= oy < c.OH:
+                        lo = min(ntx, max(0, -(i + offx[0])))
+                        hi = max(lo, min(ntx, c.OW - (i + offx[0])))
+                    memset(seg, 0, lo * OC * sizeof(real_acc))
+                    if hi > lo:
+                        src = ((n * c.OH + oy) * c.OW + i + offx[0] + lo) * OC
+                        if c.storage == STORE_NATIVE:
+                            memcpy(seg + lo * OC, <const real_acc*>dy + src,
+                                   (hi - lo) * OC * sizeof(real_acc))
+                        elif real_acc is float:
+                            to_f32(<const uint16_t*>dy + src, seg + lo * OC, (hi - lo) * OC, bf)
+                    memset(seg + hi * OC, 0, (ntx - hi) * OC * sizeof(real_acc))
+                    seg = seg + ntx * OC
+                    continue
                 for tb in range(ntx):
                     ox = i + offx[tb]
                     if 0 <= oy < c.OH and 0 <= ox < c.OW:
