@@ -383,19 +383,23 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
     lands beyond dx and is computed but not kept), so the sw phases (py, px) of a band of
     phase rows share one float32 buffer laid out as dx's rows py + sh j, Wq * sw positions
     each: phase px's GEMM output (contiguous: oneDNN 3.2's fast matmuls need a dense output)
-    goes to column px, sw * C apart, and each dx row is copied (float32) or rounded from one
-    contiguous run; with stride 1 the GEMM writes that buffer itself, and dx too for float32. All phases of a py have the same band.
-    Each dx element is one GEMM output, summed by oneDNN's single-threaded matmul in its own
-    order: the same on the same shapes whichever worker runs it."""
-    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, C = c.C
+    goes to column px, sw * C apart, and each dx row is rounded from one contiguous run, or
+    copied (float32; with sw > 1 float32 phase outputs go straight to their dx positions
+    instead); with stride 1 the GEMM writes that buffer itself, and dx too for float32. All
+    phases of a py have the same band. Each dx element is one GEMM output, summed by oneDNN's
+    single-threaded matmul in its own order: the same on the same shapes whichever worker
+    runs it."""
+    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, i, C = c.C
     cdef const int32_t* info
     cdef float* a = work
     cdef float* out = work + c.a_floats
     cdef float* band_out
     cdef float* ph_out
+    cdef float* d
     cdef bint tail
     cdef bint native = c.storage == STORE_NATIVE
     cdef bint into_dx = native and c.sh == 1 and c.sw == 1
+    cdef bint scatter = native and c.sw > 1
     # dy's rows are the GEMM's A when the matmul reads dy's own type
     cdef bint dy_is_a = native or c.dn_bits
     cdef Py_ssize_t dy_size = 4 if native else 2
@@ -415,12 +419,9 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
                 info = c.ph_info + p * 8
                 K2 = info[4] * info[5] * c.OC
                 if K2 == 0:
-                    # no tap reaches this phase: its dx elements are zero
-                    for r in range(rows * Wq):
-                        memset(band_out + (r * c.sw + px) * C, 0, C * sizeof(float))
-                    continue
-                if dy_is_a and _reads_dy_rows(info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw,
-                                              c):
+                    pass    # no tap reaches this phase: its dx elements are zero
+                elif dy_is_a and _reads_dy_rows(info, c.ph_offy + p * c.fh,
+                                                c.ph_offx + p * c.fw, c):
                     _dnnl_gemm(c, p, t, tail, <const char*>dy
                                + (n * c.OH + j0) * c.OW * c.OC * dy_size, ph_out)
                 else:
@@ -431,11 +432,21 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
                         _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
                                      c.ph_offx + p * c.fw, c)
                     _dnnl_gemm(c, p, t, tail, a, ph_out)
-                if c.sw > 1:
-                    for r in range(rows * Wq):
-                        memcpy(band_out + (r * c.sw + px) * C, ph_out + r * C,
-                               C * sizeof(float))
-            if not into_dx:
+                if c.sw == 1 and K2 != 0:
+                    continue
+                for r in range(rows * Wq):
+                    if scatter:
+                        i = px + c.sw * (r % Wq)
+                        if i >= c.W:
+                            continue    # the padding column
+                        d = <float*>dx + ((n * c.H + py + c.sh * (j0 + r // Wq)) * c.W + i) * C
+                    else:
+                        d = band_out + (r * c.sw + px) * C
+                    if K2 == 0:
+                        memset(d, 0, C * sizeof(float))
+                    else:
+                        memcpy(d, ph_out + r * C, C * sizeof(float))
+            if not (into_dx or scatter):
                 for jj in range(rows):
                     r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
                     if native:
