@@ -209,13 +209,15 @@ def ptr(arr):
 class Matmul:
     """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major (out's rows ``ldc`` apart):
     a and b of ``in_dtype`` (F32, BF16, F16), float32 accumulation, ``out_dtype`` out (rounded
-    once), created to run with ``threads`` threads.
+    once), or out += a @ b (``accumulate``: oneDNN's sum post-op), created to run with
+    ``threads`` threads.
     With ``user_scratchpad`` the caller passes the scratchpad (ARG_SCRATCHPAD), so that one
     primitive can run in several threads at once. ``mds``: the (a, b, out) memory descriptors;
     ``scratchpad_md`` and ``scratchpad_bytes``; ``impl``: the implementation oneDNN chose.
     Its oneDNN objects are freed with it."""
 
-    def __init__(self, m, k, n, in_dtype, out_dtype, threads, user_scratchpad, ldc):
+    def __init__(self, m, k, n, in_dtype, out_dtype, threads, user_scratchpad, ldc,
+                 accumulate=False):
         L = self.L = library()
         self.pd = self.primitive = None
         self.mds = (L.md((m, k), in_dtype, (k, 1)), L.md((k, n), in_dtype, (n, 1)),
@@ -226,6 +228,17 @@ class Matmul:
             if user_scratchpad:
                 L.ok(L.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, SCRATCHPAD_USER),
                      "set_scratchpad_mode")
+            if accumulate:
+                post_ops = ctypes.c_void_p()
+                L.ok(L.lib.dnnl_post_ops_create(ctypes.byref(post_ops)), "post_ops_create")
+                try:
+                    # dst = 1 * dst + a @ b; 0, 0: no zero point, dst's own data type
+                    L.ok(L.lib.dnnl_post_ops_append_sum(post_ops, ctypes.c_float(1.0), 0, 0),
+                         "post_ops_append_sum")
+                    L.ok(L.lib.dnnl_primitive_attr_set_post_ops(attr, post_ops),
+                         "set_post_ops")
+                finally:
+                    L.lib.dnnl_post_ops_destroy(post_ops)
             pd = ctypes.c_void_p()
             with L.threads(threads):
                 L.ok(L.lib.dnnl_matmul_primitive_desc_create(
@@ -250,10 +263,11 @@ class Matmul:
 
 
 @functools.lru_cache(maxsize=64)
-def matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad=False, ldc=None):
+def matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad=False, ldc=None,
+           accumulate=False):
     """The :class:`Matmul` for these arguments, made once."""
     return Matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad,
-                  n if ldc is None else ldc)
+                  n if ldc is None else ldc, accumulate)
 
 
 # dnnl_get_effective_cpu_isa()'s values (dnnl_types.h, dnnl_cpu_isa_t) are bit sets, each ISA

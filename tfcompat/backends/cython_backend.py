@@ -316,7 +316,8 @@ def gather_tables(p, ct, dnnl=False):
 
     ``dnnl`` (conv.pxi's _conv_image_dnnl, ``ct`` the matmuls' input type): every phase gets
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
-    dx's row layout; A holds ``ct``, the output float32."""
+    dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
+    is float32."""
     wq = -(-p.W // p.sw)
     limit = DNNL_GATHER_VALUES if dnnl else GATHER_VALUES
     info, offy, offx, tap_rows = [], [], [], []
@@ -330,11 +331,15 @@ def gather_tables(p, ct, dnnl=False):
             # consecutive columns the kernel gathers them in one copy (_gather_band)
             kxs = [k for k in reversed(range(p.fw)) if (px + p.pad_left - k * p.dw) % p.sw == 0]
             wp = wq if dnnl else len(range(px, p.W, p.sw))
-            k2 = len(kys) * len(kxs) * p.OC
-            group.append([py, px, hp, wp, len(kys), len(kxs),
-                          max(1, min(hp, limit // max(1, wp * k2))), 0])
             # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
-            offy.append([(py + p.pad_top - k * p.dh) // p.sh for k in kys] + [0] * (p.fh - len(kys)))
+            oys = [(py + p.pad_top - k * p.dh) // p.sh for k in kys]
+            span = max(oys) - min(oys) if oys else 0
+            if dnnl:    # A: band + span dy rows of one tap row each
+                band = (limit // max(1, wp * len(kxs) * p.OC) - span) if kys else limit
+            else:
+                band = limit // max(1, wp * len(kys) * len(kxs) * p.OC)
+            group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, span])
+            offy.append(oys + [0] * (p.fh - len(kys)))
             offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
             tap_rows += [ky * p.fw + kx for ky in kys for kx in kxs]
         if dnnl:
@@ -345,7 +350,9 @@ def gather_tables(p, ct, dnnl=False):
             k2 = row[4] * row[5] * p.OC
             row[7] = offset
             offset += k2 * p.C
-            a_values = max(a_values, row[6] * row[3] * k2)
+            span = row.pop()
+            a_rows = (row[6] + span) * row[5] * p.OC if dnnl else row[6] * k2
+            a_values = max(a_values, a_rows * row[3])
             # dnnl: the row buffer of the sw phases, and one phase's output when sw > 1
             out_values = max(out_values, row[6] * row[3] * p.C
                              * ((p.sw + (p.sw > 1)) if dnnl else 1))
@@ -385,8 +392,8 @@ def _brgemm(dtype):
     (the fast ones, and single-threaded as made: on CPUs without them it falls back to a
     reference or a differently threaded GEMM, which tfcompat does not use)."""
     from .. import _dnnl
-    return _dnnl.matmul(1024, 576, 64, _dnnl_type(dtype), _dnnl.F32, 1, True).impl.startswith(
-        "brg:")
+    return all(_dnnl.matmul(1024, 576, 64, _dnnl_type(dtype), _dnnl.F32, 1, True,
+                            accumulate=add).impl.startswith("brg:") for add in (False, True))
 
 
 def _gemm_type(dtype):
@@ -449,14 +456,15 @@ class _DnnlWorkers:
         self.bits = in_dtype.itemsize == 2
         self.mems, self.streams, self.scratch = [], [], []
         t = _dnnl_type(in_dtype)
-        # [phase][kind]: a Matmul, or None
-        self.made = [[D.matmul(m, k, c, t, D.F32, 1, True) if m and k else None
-                      for m, k in kinds] for kinds in shapes]
+        # [phase][tail * 2 + add]: a Matmul, or None
+        self.made = [[D.matmul(m, k, c, t, D.F32, 1, True, accumulate=add)
+                      if m and k and (adds or not add) else None
+                      for m, k, adds in kinds for add in (False, True)] for kinds in shapes]
         self.prims = np.array([[x.primitive.value if x else 0 for x in kinds]
                                for kinds in self.made], np.uintp)
         scratch_bytes = max([x.scratchpad_bytes for kinds in self.made for x in kinds if x]
                             or [0])
-        self.args = np.zeros((nt, len(shapes), 2, 4), np.dtype(D._ExecArg))
+        self.args = np.zeros((nt, len(shapes), 4, 4), np.dtype(D._ExecArg))
         arg_ids = (D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST, D.ARG_SCRATCHPAD)
         try:
             for t in range(nt):
@@ -499,11 +507,13 @@ _dnnl_idle_lock = threading.Lock()
 
 
 def _dnnl_shapes(g, oc):
-    """Per phase, the (m, k) of its full bands and of its last, shorter band (0: none)."""
+    """Per phase, the (m, k, adds) of its full bands and of its last, shorter band (m 0: none):
+    k the inner dimension of one tap row's GEMM, adds whether more tap rows add to it."""
     out = []
     for row in g[1]:
-        hp, wp, band, k2 = int(row[2]), int(row[3]), int(row[6]), int(row[4] * row[5]) * oc
-        out.append(((band * wp, k2), ((hp % band) * wp, k2)))
+        hp, wp, band, kx = int(row[2]), int(row[3]), int(row[6]), int(row[5]) * oc
+        adds = int(row[4]) > 1
+        out.append(((band * wp, kx, adds), ((hp % band) * wp, kx, adds)))
     return tuple(out)
 
 

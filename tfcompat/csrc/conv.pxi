@@ -94,10 +94,12 @@ cdef struct ConvArgs:
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
     # the gather with oneDNN's matmul (-> float32, _conv_image_dnnl): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
-    # of dn_b_size bytes. The band of phase p with kind k (0: ``band`` rows, 1: the phase's
-    # last, shorter band) is run by primitive dn_prims[p * 2 + k] with worker t's memory
-    # objects (a, b, out, scratchpad) dn_args[((t * phases + p) * 2 + k) * 4 ...], on stream
-    # dn_streams[t]; a failed call leaves its status in dn_status[t]
+    # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
+    # taps_x * OC), the first writing the output and the others adding to it; kind
+    # k = tail * 2 + add (tail: the phase's last, shorter band) is run by primitive
+    # dn_prims[p * 4 + k] with worker t's memory objects (a, b, out, scratchpad)
+    # dn_args[((t * phases + p) * 4 + k) * 4 ...], on stream dn_streams[t]; a failed call
+    # leaves its status in dn_status[t]
     bint dnnl
     bint dn_bits
     Py_ssize_t dn_b_size
@@ -304,22 +306,32 @@ cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const 
             and info[3] == c.OW and info[2] <= c.OH)
 
 
+cdef inline Py_ssize_t _span(const int32_t* info, const int32_t* offy) noexcept nogil:
+    """How many more dy rows than dx rows a band of the phase reads: max - min of offy."""
+    cdef Py_ssize_t ta, lo = offy[0], hi = offy[0]
+    for ta in range(info[4]):
+        lo = min(lo, offy[ta])
+        hi = max(hi, offy[ta])
+    return hi - lo
+
+
 cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
-                            const void* a, void* out) noexcept nogil:
-    """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band): out (float32)
-    = a @ the phase's taps. The worker's memory objects for it are pointed at the
-    three (its scratchpad stays bound)."""
+                            bint add, const void* a, Py_ssize_t ta, void* out) noexcept nogil:
+    """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band) for tap row ta:
+    out (float32) = a @ the phase's taps of that row, or out += that (``add``). The worker's
+    memory objects for it are pointed at the three (its scratchpad stays bound)."""
     cdef void* stream = <void*>c.dn_streams[t]
-    cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 2 + tail) * 4
+    cdef Py_ssize_t kind = tail * 2 + add
+    cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 4 + kind) * 4
+    cdef const int32_t* info = c.ph_info + p * 8
     cdef int status = c.dn_set_handle(args[0].memory, <void*>a)
     if status == 0:
-        status = c.dn_set_handle(args[1].memory,
-                                 <void*>(<const char*>c.ph_b
-                                         + c.ph_info[p * 8 + 7] * c.dn_b_size))
+        status = c.dn_set_handle(args[1].memory, <void*>(
+            <const char*>c.ph_b + (info[7] + ta * info[5] * c.OC * c.C) * c.dn_b_size))
     if status == 0:
         status = c.dn_set_handle(args[2].memory, out)
     if status == 0:
-        status = c.dn_execute(<const void*>c.dn_prims[p * 2 + tail], stream, 4, args)
+        status = c.dn_execute(<const void*>c.dn_prims[p * 4 + kind], stream, 4, args)
     if status == 0:
         status = c.dn_wait(stream)
     if status != 0 and c.dn_status[t] == 0:
@@ -378,7 +390,11 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
 
 cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
                            Py_ssize_t t, const ConvArgs* c) noexcept nogil:
-    """_conv_image_gather with oneDNN's matmul (c.dnnl), by worker t. Every phase has
+    """_conv_image_gather with oneDNN's matmul (c.dnnl), by worker t. A band of a phase
+    gathers, for each dy row it reads, the row's taps_x taps ([rows + span, Wq, taps_x * OC]:
+    a tap row ta of dx row j reads dy row j + offy[ta]), and runs one GEMM per tap row on the
+    rows that tap row reads, summed into the band's output: each dy value is gathered
+    taps_x times instead of taps_y * taps_x times. Every phase has
     Wq = ceil(W / sw) columns (the Python layer pads the narrower ones: their last column
     lands beyond dx and is computed but not kept), so the sw phases (py, px) of a band of
     phase rows share one float32 buffer laid out as dx's rows py + sh j, Wq * sw positions
@@ -389,8 +405,11 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
     phases of a py have the same band. Each dx element is one GEMM output, summed by oneDNN's
     single-threaded matmul in its own order: the same on the same shapes whichever worker
     runs it."""
-    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, i, C = c.C
+    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, i, ta, lo, C = c.C
     cdef const int32_t* info
+    cdef const int32_t* offy
+    cdef int32_t row_info[8]
+    cdef int32_t zero = 0
     cdef float* a = work
     cdef float* out = work + c.a_floats
     cdef float* band_out
@@ -403,6 +422,7 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
     # dy's rows are the GEMM's A when the matmul reads dy's own type
     cdef bint dy_is_a = native or c.dn_bits
     cdef Py_ssize_t dy_size = 4 if native else 2
+    cdef Py_ssize_t a_size = 2 if c.dn_bits else 4
     for py in range(c.sh):
         info = c.ph_info + py * c.sw * 8
         Hp, Wq = info[2], info[3]
@@ -418,20 +438,29 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
                 p = py * c.sw + px
                 info = c.ph_info + p * 8
                 K2 = info[4] * info[5] * c.OC
+                offy = c.ph_offy + p * c.fh
                 if K2 == 0:
                     pass    # no tap reaches this phase: its dx elements are zero
-                elif dy_is_a and _reads_dy_rows(info, c.ph_offy + p * c.fh,
-                                                c.ph_offx + p * c.fw, c):
-                    _dnnl_gemm(c, p, t, tail, <const char*>dy
-                               + (n * c.OH + j0) * c.OW * c.OC * dy_size, ph_out)
+                elif dy_is_a and _reads_dy_rows(info, offy, c.ph_offx + p * c.fw, c):
+                    _dnnl_gemm(c, p, t, tail, False, <const char*>dy
+                               + (n * c.OH + j0) * c.OW * c.OC * dy_size, 0, ph_out)
                 else:
+                    # the dy rows j0 + lo .. j0 + rows - 1 + hi, one tap row each (offy = 0)
+                    lo = offy[0]
+                    for ta in range(info[4]):
+                        lo = min(lo, offy[ta])
+                    memcpy(row_info, info, 8 * sizeof(int32_t))
+                    row_info[4] = 1
                     if c.dn_bits:
-                        _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0, rows, info,
-                                          c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
+                        _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
+                                          rows + _span(info, offy), row_info, &zero,
+                                          c.ph_offx + p * c.fw, c)
                     else:
-                        _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
-                                     c.ph_offx + p * c.fw, c)
-                    _dnnl_gemm(c, p, t, tail, a, ph_out)
+                        _gather_band(dy, a, n, j0 + lo, rows + _span(info, offy), row_info,
+                                     &zero, c.ph_offx + p * c.fw, c)
+                    for ta in range(info[4]):
+                        _dnnl_gemm(c, p, t, tail, ta > 0, <const char*>a
+                                   + (offy[ta] - lo) * Wq * info[5] * c.OC * a_size, ta, ph_out)
                 if c.sw == 1 and K2 != 0:
                     continue
                 for r in range(rows * Wq):
@@ -556,15 +585,15 @@ cdef class ConvPlan:
         else float32; the filter's taps, the gather tables', are of the matmuls' type): the
         addresses of
         ``dnnl_primitive_execute``, ``dnnl_stream_wait`` and ``dnnl_memory_set_data_handle``,
-        [phases, 2] primitives and a stream per worker (intptr arrays), the
-        [workers, phases, 2, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
+        [phases, 4] primitives and a stream per worker (intptr arrays), the
+        [workers, phases, 4, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
         kernel points a, b and out at this call's data) and an int32 status per worker, all
         built by tfcompat/backends/cython_backend.py (see _conv_image_dnnl)."""
         c = &self.args
         TFC_CHECK(c.gather and not self.float64 and not (bits and c.storage == STORE_NATIVE)
-                  and cnp.PyArray_SIZE(prims) == c.phases * 2
+                  and cnp.PyArray_SIZE(prims) == c.phases * 4
                   and <size_t>cnp.PyArray_NBYTES(args) == <size_t>(cnp.PyArray_SIZE(streams)
-                                                                   * c.phases * 8)
+                                                                   * c.phases * 16)
                   * sizeof(DnnlExecArg)
                   and cnp.PyArray_SIZE(status) == cnp.PyArray_SIZE(streams))
         self.tables = self.tables + (prims, streams, args, status)
