@@ -538,8 +538,8 @@ def _use_gather(p):
     """The gather strategy for float32 when the filter has fewer output than input channels:
     its gathered dy (taps * OC per dx position) is then smaller than the col2im's columns
     (taps * C per dy position), and C3 ran 1.09-1.12x faster with it; with OC >= C (C1, C2,
-    C5) or other dtypes it was as fast or slower (docs/performance.md). With oneDNN
-    (``dnnl``) every dtype but float64 gathers, its GEMMs oneDNN's."""
+    C5) or other dtypes it was as fast or slower (docs/performance.md). With oneDNN,
+    :func:`_onednn_gather` decides instead."""
     if CONV_STRATEGY != "auto":
         return CONV_STRATEGY == "gather"
     return p.dtype == F32 and p.OC < p.C

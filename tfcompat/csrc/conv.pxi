@@ -14,8 +14,10 @@
 #   gather (N >= 2; _conv_image_gather): the transposed convolution as GEMMs of gathered dy
 #     against the filter, one per stride phase, whose inner dimension is taps * out_c instead
 #     of out_c (docs/performance.md);
-#   oneDNN (N >= 2, not 1x1; _conv_image_dnnl): the gather with oneDNN's single-threaded
-#     matmul per band, on float32 or on dy's own 16-bit values (bfloat16, float16).
+#   oneDNN (N >= 2; _conv_image_dnnl): the gather with oneDNN's single-threaded matmuls, one
+#     per tap row of each band, on float32 or on dy's own 16-bit values (bfloat16, float16).
+#     (A 1x1 half-type conv multiplied in its own type is one oneDNN matmul over the whole
+#     batch, run by the Python layer.)
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
