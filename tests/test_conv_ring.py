@@ -204,6 +204,31 @@ def test_through_onednn_same_bits_on_any_thread_count(case, dtype, half_gemm, mo
 
 
 @needs_onednn
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
+                                  (5, 3, 3, 2, (3, 0, 2, 2)), (1, 1, 1, 1, (0, 0, 0, 0))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_one_image_through_onednn_shares_its_bands_between_threads(case, dtype, half_gemm,
+                                                                   monkeypatch):
+    """With oneDNN the threads share out bands, not images, so one image runs on several
+    threads too: within tolerance of the reference and the same bits on any thread count."""
+    _onednn(monkeypatch, half_gemm, 100)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            got, ref, scale = _run(case, dtype, np.random.default_rng(9), n=1, h=22, w=10, c=7,
+                                   oc=5)
+            assert_close(got, ref, scale, dtype, CONV_TOL)
+            outs.append(got)
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
+@needs_onednn
 @pytest.mark.parametrize("half_gemm", ["native", "float32"])
 def test_float16_through_onednn_sums_in_float32(half_gemm, monkeypatch):
     """float16 products summed in float16 would stop at 2048 (2048 + 1 rounds back to 2048);

@@ -314,7 +314,7 @@ def gather_tables(p, ct, dnnl=False):
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
     values of the compute type, for the gathered A and the GEMM's output.
 
-    ``dnnl`` (conv.pxi's _conv_image_dnnl, ``ct`` the matmuls' input type): every phase gets
+    ``dnnl`` (conv.pxi's _dnnl_band, ``ct`` the matmuls' input type): every phase gets
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
     dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
     is float32."""
@@ -546,8 +546,8 @@ def _use_gather(p):
 
 
 def _onednn_gather(p, gemm):
-    """Whether a conv of two or more images runs the gather with oneDNN's matmuls of ``gemm``
-    (conv.pxi's _conv_image_dnnl): always, but for a strided filter whose taps do not overlap
+    """Whether a conv runs the gather with oneDNN's matmuls of ``gemm``
+    (conv.pxi's _dnnl_band): always, but for a strided filter whose taps do not overlap
     (each dx element takes at most one tap, as in C5's 2x2 stride 2) when oneDNN would
     multiply in float32: there the col2im's one GEMM per band, every tap's C columns side by
     side, beat one narrow GEMM per stride phase (docs/performance.md)."""
@@ -574,12 +574,15 @@ def _run_conv(problem):
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # one image per thread with single-threaded BLAS inside (scikit-learn's k-means pattern)
-    # from two images on; the strategy depends on N only, never on the thread count
-    per_image = p.N >= 2
+    # from two images on, and with oneDNN one band of an image per unit of work; the strategy
+    # depends on the shapes only, never on the thread count
+    dnnl = gemm is not None and _onednn_gather(p, gemm)
+    per_image = p.N >= 2 or dnnl
     nt = max(1, min(nthreads, p.N)) if per_image else nthreads
-    dnnl = per_image and gemm is not None and _onednn_gather(p, gemm)
     if dnnl:
         gather = gather_tables(p, gemm, dnnl=True)
+        info = gather[1][::p.sw]    # the first phase of every row phase py
+        nt = max(1, min(nthreads, p.N * int((-(-info[:, 2] // info[:, 6])).sum())))
     elif per_image and not direct and _use_gather(p):
         gather = gather_tables(p, ct)
     else:

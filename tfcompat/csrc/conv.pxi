@@ -14,10 +14,10 @@
 #   gather (N >= 2; _conv_image_gather): the transposed convolution as GEMMs of gathered dy
 #     against the filter, one per stride phase, whose inner dimension is taps * out_c instead
 #     of out_c (docs/performance.md);
-#   oneDNN (N >= 2; _conv_image_dnnl): the gather with oneDNN's single-threaded matmuls, one
-#     per tap row of each band, on float32 or on dy's own 16-bit values (bfloat16, float16).
-#     (A 1x1 half-type conv multiplied in its own type is one oneDNN matmul over the whole
-#     batch, run by the Python layer.)
+#   oneDNN (_dnnl_band; any N: the threads share out the bands of every image): the gather
+#     with oneDNN's single-threaded matmuls, one per tap row of each band, on float32 or on
+#     dy's own 16-bit values (bfloat16, float16). (A 1x1 half-type conv multiplied in its own
+#     type is one oneDNN matmul over the whole batch, run by the Python layer.)
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
@@ -94,7 +94,7 @@ cdef struct ConvArgs:
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
-    # the gather with oneDNN's matmul (-> float32, _conv_image_dnnl): with dn_bits the
+    # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
     # taps_x * OC), the first writing the output and the others adding to it; kind
@@ -103,6 +103,7 @@ cdef struct ConvArgs:
     # dn_args[((t * phases + p) * 4 + k) * 4 ...], on stream dn_streams[t]; a failed call
     # leaves its status in dn_status[t]
     bint dnnl
+    Py_ssize_t dn_bands     # bands of one image, over every row phase py: a unit of work
     bint dn_bits
     Py_ssize_t dn_b_size
     dnnl_execute_f dn_execute
@@ -390,9 +391,10 @@ cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_
             j0 = j0 + rows
 
 
-cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
-                           Py_ssize_t t, const ConvArgs* c) noexcept nogil:
-    """_conv_image_gather with oneDNN's matmul (c.dnnl), by worker t. A band of a phase
+cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t py,
+                     Py_ssize_t j0, Py_ssize_t t, const ConvArgs* c) noexcept nogil:
+    """One band of _conv_image_gather with oneDNN's matmul (c.dnnl), by worker t: dx rows
+    py + sh j, j from j0, of image n, for every px. A band of a phase
     gathers, for each dy row it reads, the row's taps_x taps ([rows + span, Wq, taps_x * OC]:
     a tap row ta of dx row j reads dy row j + offy[ta]), and runs one GEMM per tap row on the
     rows that tap row reads, summed into the band's output: each dy value is gathered
@@ -407,7 +409,7 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
     phases of a py have the same band. Each dx element is one GEMM output, summed by oneDNN's
     single-threaded matmul in its own order: the same on the same shapes whichever worker
     runs it."""
-    cdef Py_ssize_t py, px, p, j0, rows, Hp, Wq, K2, r, jj, i, ta, lo, C = c.C
+    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, i, ta, lo, C = c.C
     cdef const int32_t* info
     cdef const int32_t* offy
     cdef int32_t row_info[8]
@@ -425,87 +427,106 @@ cdef void _conv_image_dnnl(const void* dy, float* work, void* dx, Py_ssize_t n,
     cdef bint dy_is_a = native or c.dn_bits
     cdef Py_ssize_t dy_size = 4 if native else 2
     cdef Py_ssize_t a_size = 2 if c.dn_bits else 4
+    info = c.ph_info + py * c.sw * 8
+    Hp, Wq = info[2], info[3]
+    rows = min(<Py_ssize_t>info[6], Hp - j0)
+    tail = rows != info[6]
+    band_out = <float*>dx + (n * c.H + j0) * c.W * C if into_dx else out
+    # a phase's own output, when the sw phases interleave (after the row buffer)
+    ph_out = band_out if c.sw == 1 else out + info[6] * Wq * c.sw * C
+    for px in range(c.sw):
+        p = py * c.sw + px
+        info = c.ph_info + p * 8
+        K2 = info[4] * info[5] * c.OC
+        offy = c.ph_offy + p * c.fh
+        if K2 == 0:
+            pass    # no tap reaches this phase: its dx elements are zero
+        elif dy_is_a and _reads_dy_rows(info, offy, c.ph_offx + p * c.fw, c):
+            _dnnl_gemm(c, p, t, tail, False, <const char*>dy
+                       + (n * c.OH + j0) * c.OW * c.OC * dy_size, 0, ph_out)
+        else:
+            # the dy rows j0 + lo .. j0 + rows - 1 + hi, one tap row each (offy = 0)
+            lo = offy[0]
+            for ta in range(info[4]):
+                lo = min(lo, offy[ta])
+            memcpy(row_info, info, 8 * sizeof(int32_t))
+            row_info[4] = 1
+            if c.dn_bits:
+                _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
+                                  rows + _span(info, offy), row_info, &zero,
+                                  c.ph_offx + p * c.fw, c)
+            else:
+                _gather_band(dy, a, n, j0 + lo, rows + _span(info, offy), row_info,
+                             &zero, c.ph_offx + p * c.fw, c)
+            for ta in range(info[4]):
+                _dnnl_gemm(c, p, t, tail, ta > 0, <const char*>a
+                           + (offy[ta] - lo) * Wq * info[5] * c.OC * a_size, ta, ph_out)
+        if c.sw == 1 and K2 != 0:
+            continue
+        for r in range(rows * Wq):
+            if scatter:
+                i = px + c.sw * (r % Wq)
+                if i >= c.W:
+                    continue    # the padding column
+                d = <float*>dx + ((n * c.H + py + c.sh * (j0 + r // Wq)) * c.W + i) * C
+            else:
+                d = band_out + (r * c.sw + px) * C
+            if K2 == 0:
+                memset(d, 0, C * sizeof(float))
+            else:
+                memcpy(d, ph_out + r * C, C * sizeof(float))
+    if not (into_dx or scatter):
+        for jj in range(rows):
+            r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
+            if native:
+                memcpy(<float*>dx + r, out + jj * Wq * c.sw * C, c.W * C * sizeof(float))
+            else:
+                from_f32(out + jj * Wq * c.sw * C, <uint16_t*>dx + r, c.W * C,
+                         c.storage == STORE_BFLOAT16)
+
+
+cdef void _dnnl_unit(const void* dy, float* work, void* dx, Py_ssize_t u, Py_ssize_t t,
+                     const ConvArgs* c) noexcept nogil:
+    """Unit u of the oneDNN gather: image u // dn_bands, and its band u % dn_bands, counted
+    over the row phases py in order (each py has ceil(Hp / band) bands)."""
+    cdef Py_ssize_t py, nb, k = u % c.dn_bands
+    cdef const int32_t* info
     for py in range(c.sh):
         info = c.ph_info + py * c.sw * 8
-        Hp, Wq = info[2], info[3]
-        j0 = 0
-        while j0 < Hp:
-            info = c.ph_info + py * c.sw * 8
-            rows = min(<Py_ssize_t>info[6], Hp - j0)
-            tail = rows != info[6]
-            band_out = <float*>dx + (n * c.H + j0) * c.W * C if into_dx else out
-            # a phase's own output, when the sw phases interleave (after the row buffer)
-            ph_out = band_out if c.sw == 1 else out + info[6] * Wq * c.sw * C
-            for px in range(c.sw):
-                p = py * c.sw + px
-                info = c.ph_info + p * 8
-                K2 = info[4] * info[5] * c.OC
-                offy = c.ph_offy + p * c.fh
-                if K2 == 0:
-                    pass    # no tap reaches this phase: its dx elements are zero
-                elif dy_is_a and _reads_dy_rows(info, offy, c.ph_offx + p * c.fw, c):
-                    _dnnl_gemm(c, p, t, tail, False, <const char*>dy
-                               + (n * c.OH + j0) * c.OW * c.OC * dy_size, 0, ph_out)
-                else:
-                    # the dy rows j0 + lo .. j0 + rows - 1 + hi, one tap row each (offy = 0)
-                    lo = offy[0]
-                    for ta in range(info[4]):
-                        lo = min(lo, offy[ta])
-                    memcpy(row_info, info, 8 * sizeof(int32_t))
-                    row_info[4] = 1
-                    if c.dn_bits:
-                        _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
-                                          rows + _span(info, offy), row_info, &zero,
-                                          c.ph_offx + p * c.fw, c)
-                    else:
-                        _gather_band(dy, a, n, j0 + lo, rows + _span(info, offy), row_info,
-                                     &zero, c.ph_offx + p * c.fw, c)
-                    for ta in range(info[4]):
-                        _dnnl_gemm(c, p, t, tail, ta > 0, <const char*>a
-                                   + (offy[ta] - lo) * Wq * info[5] * c.OC * a_size, ta, ph_out)
-                if c.sw == 1 and K2 != 0:
-                    continue
-                for r in range(rows * Wq):
-                    if scatter:
-                        i = px + c.sw * (r % Wq)
-                        if i >= c.W:
-                            continue    # the padding column
-                        d = <float*>dx + ((n * c.H + py + c.sh * (j0 + r // Wq)) * c.W + i) * C
-                    else:
-                        d = band_out + (r * c.sw + px) * C
-                    if K2 == 0:
-                        memset(d, 0, C * sizeof(float))
-                    else:
-                        memcpy(d, ph_out + r * C, C * sizeof(float))
-            if not (into_dx or scatter):
-                for jj in range(rows):
-                    r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
-                    if native:
-                        memcpy(<float*>dx + r, out + jj * Wq * c.sw * C, c.W * C * sizeof(float))
-                    else:
-                        from_f32(out + jj * Wq * c.sw * C, <uint16_t*>dx + r, c.W * C,
-                                 c.storage == STORE_BFLOAT16)
-            j0 = j0 + rows
+        nb = (info[2] + info[6] - 1) // info[6]
+        if k < nb:
+            _dnnl_band(dy, work, dx, u // c.dn_bands, py, k * info[6], t, c)
+            return
+        k = k - nb
 
 
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
-    cdef Py_ssize_t t, n, iy, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
+    cdef Py_ssize_t t, n, last, iy, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
     cdef bint half = c.storage != STORE_NATIVE
     cdef bint bf = c.storage == STORE_BFLOAT16
     cdef const real_acc* dyf
     cdef real_acc* cols
     cdef real_acc* mine
+    if c.dnnl:
+        # thread t: the t-th of num_threads consecutive runs of units (a unit: one band of one
+        # image; consecutive bands of an image stay in one thread where they can); every unit
+        # is computed the same way whichever thread runs it
+        if real_acc is float:
+            for t in prange(num_threads, schedule='static', num_threads=num_threads):
+                n = c.N * c.dn_bands * t // num_threads
+                last = c.N * c.dn_bands * (t + 1) // num_threads
+                while n < last:
+                    _dnnl_unit(dy, work + t * c.work_per_thread, dx, n, t, c)
+                    n = n + 1
+        return
     if c.per_image:
         # thread t: images t, t + num_threads, ...; every image is computed the same way
         # whichever thread runs it
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             n = t
             while n < c.N:
-                if c.dnnl:
-                    if real_acc is float:
-                        _conv_image_dnnl(dy, work + t * c.work_per_thread, dx, n, t, c)
-                elif c.gather:
+                if c.gather:
                     _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, c)
                 else:
                     _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
@@ -590,7 +611,7 @@ cdef class ConvPlan:
         [phases, 4] primitives and a stream per worker (intptr arrays), the
         [workers, phases, 4, 4] ``dnnl_exec_arg_t`` lists (each worker's memory objects; the
         kernel points a, b and out at this call's data) and an int32 status per worker, all
-        built by tfcompat/backends/cython_backend.py (see _conv_image_dnnl)."""
+        built by tfcompat/backends/cython_backend.py (see _dnnl_band)."""
         c = &self.args
         TFC_CHECK(c.gather and not self.float64 and not (bits and c.storage == STORE_NATIVE)
                   and cnp.PyArray_SIZE(prims) == c.phases * 4
@@ -608,13 +629,17 @@ cdef class ConvPlan:
         c.dn_status = <int32_t*>cnp.PyArray_DATA(status)
         c.dn_bits = bits
         c.dn_b_size = 2 if bits else 4
+        c.dn_bands = 0
+        for py in range(c.sh):
+            c.dn_bands += (c.ph_info[py * c.sw * 8 + 2] + c.ph_info[py * c.sw * 8 + 6] - 1) \
+                // c.ph_info[py * c.sw * 8 + 6]
         c.dnnl = True
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
         c = &self.args
         cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
-        if c.per_image:
+        if c.per_image or c.gather:
             return c.work_per_thread * num_threads
         half = c.storage != STORE_NATIVE
         if c.direct and not half:
