@@ -535,14 +535,15 @@ def _dnnl_workers(shapes, nt, c, in_dtype):
 
 
 def _use_gather(p):
-    """The gather strategy for float32 when the filter has fewer output than input channels:
-    its gathered dy (taps * OC per dx position) is then smaller than the col2im's columns
-    (taps * C per dy position), and C3 ran 1.09-1.12x faster with it; with OC >= C (C1, C2,
-    C5) or other dtypes it was as fast or slower (docs/performance.md). With oneDNN,
-    :func:`_onednn_gather` decides instead."""
+    """The gather strategy (without oneDNN: :func:`_onednn_gather` decides with it) for one
+    image, whose bands our threads share, where the col2im's one GEMM would run on BLAS's own
+    threads beside our idle ones (docs/performance.md); and for float32 when the filter has
+    fewer output than input channels: its gathered dy (taps * OC per dx position) is then
+    smaller than the col2im's columns (taps * C per dy position), and C3 ran 1.09-1.12x faster
+    with it; with OC >= C (C1, C2, C5) or other dtypes it was as fast or slower."""
     if CONV_STRATEGY != "auto":
         return CONV_STRATEGY == "gather"
-    return p.dtype == F32 and p.OC < p.C
+    return p.N == 1 or (p.dtype == F32 and p.OC < p.C)
 
 
 def _onednn_gather(p, gemm):
@@ -573,20 +574,23 @@ def _run_conv(problem):
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
     h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
-    # one image per thread with single-threaded BLAS inside (scikit-learn's k-means pattern)
-    # from two images on, and with oneDNN one band of an image per unit of work; the strategy
-    # depends on the shapes only, never on the thread count
+    # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
+    # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
+    # gathers); the strategy depends on the shapes only, never on the thread count
     dnnl = gemm is not None and _onednn_gather(p, gemm)
-    per_image = p.N >= 2 or dnnl
-    nt = max(1, min(nthreads, p.N)) if per_image else nthreads
     if dnnl:
         gather = gather_tables(p, gemm, dnnl=True)
-        info = gather[1][::p.sw]    # the first phase of every row phase py
-        nt = max(1, min(nthreads, p.N * int((-(-info[:, 2] // info[:, 6])).sum())))
-    elif per_image and not direct and _use_gather(p):
+    elif not direct and _use_gather(p):
         gather = gather_tables(p, ct)
     else:
         gather = None
+    per_image = p.N >= 2 or gather is not None
+    if gather is not None:
+        # the units of work: the bands of every phase, or with oneDNN of every row phase py
+        info = gather[1][::p.sw if dnnl else 1]
+        nt = max(1, min(nthreads, p.N * int((-(-info[:, 2] // info[:, 6])).sum())))
+    else:
+        nt = max(1, min(nthreads, p.N)) if per_image else nthreads
     # the GEMM's filter, for every strategy but the gathers (they read their taps)
     w2 = (np.ascontiguousarray(p.filter, dtype=ct) if gather is None
           else np.empty(0, ct)).reshape(-1, p.OC)

@@ -10,10 +10,11 @@
 #     inside; each image's columns are computed in bands of ``band`` output rows into a ring of
 #     ``cap`` rows just ahead of the dx rows that gather from them, so the columns are read
 #     back from cache;
-#   one image (N == 1): one GEMM with BLAS's own threads, then the dx rows in parallel;
-#   gather (N >= 2; _conv_image_gather): the transposed convolution as GEMMs of gathered dy
-#     against the filter, one per stride phase, whose inner dimension is taps * out_c instead
-#     of out_c (docs/performance.md);
+#   one image (N == 1, a 1x1 conv or TFCOMPAT_CONV_STRATEGY=col2im): one GEMM with BLAS's own
+#     threads, then the dx rows in parallel;
+#   gather (_gather_phase_band; the threads share out the bands of every image, so any N): the
+#     transposed convolution as GEMMs of gathered dy against the filter, one per stride phase,
+#     whose inner dimension is taps * out_c instead of out_c (docs/performance.md);
 #   oneDNN (_dnnl_band; any N: the threads share out the bands of every image): the gather
 #     with oneDNN's single-threaded matmuls, one per tap row of each band, on float32 or on
 #     dy's own 16-bit values (bfloat16, float16). (A 1x1 half-type conv multiplied in its own
@@ -87,9 +88,10 @@ cdef struct ConvArgs:
     int storage
     Py_ssize_t work_per_thread
     # the gather strategy: per stride phase (py, px), the dx positions (py + sh j, px + sw i)
-    # and the taps that reach them (see _conv_image_gather)
+    # and the taps that reach them (see _gather_phase_band)
     bint gather
     Py_ssize_t sh, sw, phases, a_floats
+    Py_ssize_t units        # the gather's units of work (bands) in one image: _units
     const int32_t* ph_info      # [phases, 8]: py, px, Hp, Wp, taps_y, taps_x, band, b_offset
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
@@ -103,7 +105,6 @@ cdef struct ConvArgs:
     # dn_args[((t * phases + p) * 4 + k) * 4 ...], on stream dn_streams[t]; a failed call
     # leaves its status in dn_status[t]
     bint dnnl
-    Py_ssize_t dn_bands     # bands of one image, over every row phase py: a unit of work
     bint dn_bits
     Py_ssize_t dn_b_size
     dnnl_execute_f dn_execute
@@ -341,59 +342,51 @@ cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint 
         c.dn_status[t] = status
 
 
-cdef void _conv_image_gather(const void* dy, real_acc* work, void* dx, Py_ssize_t n,
-                             const ConvArgs* c) noexcept nogil:
-    """Image n as sh * sw stride phases. dx at (py + sh j, px + sw i) takes, from tap (ky, kx)
-    with (py + pad_top - ky dh) divisible by sh (and likewise in x), dy at row
-    j + (py + pad_top - ky dh) / sh: a stride-1 convolution per phase, so each phase is GEMMs
-    of a band of gathered dy rows [band * Wp, taps * OC] against the phase's taps of the
+cdef void _gather_phase_band(const void* dy, real_acc* work, void* dx, Py_ssize_t n,
+                             Py_ssize_t p, Py_ssize_t j0, const ConvArgs* c) noexcept nogil:
+    """The band of phase p from phase row j0 of image n. dx at (py + sh j, px + sw i) takes,
+    from tap (ky, kx) with (py + pad_top - ky dh) divisible by sh (and likewise in x), dy at
+    row j + (py + pad_top - ky dh) / sh: a stride-1 convolution per phase, so each phase is
+    GEMMs of a band of gathered dy rows [band * Wp, taps * OC] against the phase's taps of the
     filter [taps * OC, C]. With stride 1 and the native type the GEMM writes dx itself;
     otherwise its rows are scattered (and rounded) into dx. Each dx element is one GEMM
     output, summed by BLAS in its own order (the conv is held to a tolerance)."""
-    cdef Py_ssize_t p, j0, rows, Hp, Wp, K2, r, i, j, C = c.C
-    cdef const int32_t* info
+    cdef Py_ssize_t rows, Wp, K2, r, i, j, C = c.C
+    cdef const int32_t* info = c.ph_info + p * 8
     cdef real_acc* a = work
     cdef real_acc* out = work + c.a_floats
     cdef real_acc* row
     cdef bint bf = c.storage == STORE_BFLOAT16
-    cdef bint direct = c.sh == 1 and c.sw == 1 and c.storage == STORE_NATIVE
     cdef Py_ssize_t d
-    for p in range(c.phases):
-        info = c.ph_info + p * 8
-        Hp, Wp = info[2], info[3]
-        K2 = info[4] * info[5] * c.OC
-        j0 = 0
-        while j0 < Hp:
-            rows = min(<Py_ssize_t>info[6], Hp - j0)
-            if K2 == 0:
-                # no tap reaches this phase: its dx elements are zero
-                memset(out, 0, rows * Wp * C * sizeof(real_acc))
-            else:
-                _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh,
-                             c.ph_offx + p * c.fw, c)
-                if direct:
-                    _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
-                               <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp),
-                               <int>K2, <int>C, <int>C)
-                    j0 = j0 + rows
-                    continue
-                _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp),
-                           <int>K2, <int>C, <int>C)
-            for r in range(rows * Wp):
-                j = j0 + r // Wp
-                i = r % Wp
-                d = ((n * c.H + info[0] + c.sh * j) * c.W + info[1] + c.sw * i) * C
-                row = out + r * C
-                if c.storage == STORE_NATIVE:
-                    memcpy(<real_acc*>dx + d, row, C * sizeof(real_acc))
-                elif real_acc is float:
-                    from_f32(row, <uint16_t*>dx + d, C, bf)
-            j0 = j0 + rows
+    Wp = info[3]
+    K2 = info[4] * info[5] * c.OC
+    rows = min(<Py_ssize_t>info[6], info[2] - j0)
+    if K2 == 0:
+        # no tap reaches this phase: its dx elements are zero
+        memset(out, 0, rows * Wp * C * sizeof(real_acc))
+    else:
+        _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
+        if c.sh == 1 and c.sw == 1 and c.storage == STORE_NATIVE:
+            _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
+                       <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp), <int>K2,
+                       <int>C, <int>C)
+            return
+        _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp), <int>K2,
+                   <int>C, <int>C)
+    for r in range(rows * Wp):
+        j = j0 + r // Wp
+        i = r % Wp
+        d = ((n * c.H + info[0] + c.sh * j) * c.W + info[1] + c.sw * i) * C
+        row = out + r * C
+        if c.storage == STORE_NATIVE:
+            memcpy(<real_acc*>dx + d, row, C * sizeof(real_acc))
+        elif real_acc is float:
+            from_f32(row, <uint16_t*>dx + d, C, bf)
 
 
 cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t py,
                      Py_ssize_t j0, Py_ssize_t t, const ConvArgs* c) noexcept nogil:
-    """One band of _conv_image_gather with oneDNN's matmul (c.dnnl), by worker t: dx rows
+    """One band of the gather with oneDNN's matmul (c.dnnl), by worker t: dx rows
     py + sh j, j from j0, of image n, for every px. A band of a phase
     gathers, for each dy row it reads, the row's taps_x taps ([rows + span, Wq, taps_x * OC]:
     a tap row ta of dx row j reads dy row j + offy[ta]), and runs one GEMM per tap row on the
@@ -485,19 +478,33 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
                          c.storage == STORE_BFLOAT16)
 
 
-cdef void _dnnl_unit(const void* dy, float* work, void* dx, Py_ssize_t u, Py_ssize_t t,
-                     const ConvArgs* c) noexcept nogil:
-    """Unit u of the oneDNN gather: image u // dn_bands, and its band u % dn_bands, counted
-    over the row phases py in order (each py has ceil(Hp / band) bands)."""
-    cdef Py_ssize_t py, nb, k = u % c.dn_bands
+cdef inline Py_ssize_t _units(const ConvArgs* c, Py_ssize_t step) noexcept nogil:
+    """The gather's units of work in one image: the bands of every phase p = 0, step, ...
+    (step 1: each phase is its own unit; sw: the phases of a row phase py go together)."""
+    cdef Py_ssize_t p = 0, total = 0
+    while p < c.phases:
+        total += (c.ph_info[p * 8 + 2] + c.ph_info[p * 8 + 6] - 1) // c.ph_info[p * 8 + 6]
+        p = p + step
+    return total
+
+
+cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, Py_ssize_t t,
+                       const ConvArgs* c) noexcept nogil:
+    """Unit u of the gather: image u // units, and its band u % units, counted over the
+    phases in order, or with oneDNN over the row phases py (each has ceil(Hp / band) bands)."""
+    cdef Py_ssize_t p = 0, nb, step = c.sw if c.dnnl else 1, k = u % c.units
     cdef const int32_t* info
-    for py in range(c.sh):
-        info = c.ph_info + py * c.sw * 8
+    while p < c.phases:
+        info = c.ph_info + p * 8
         nb = (info[2] + info[6] - 1) // info[6]
         if k < nb:
-            _dnnl_band(dy, work, dx, u // c.dn_bands, py, k * info[6], t, c)
+            if not c.dnnl:
+                _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], c)
+            elif real_acc is float:
+                _dnnl_band(dy, work, dx, u // c.units, p // step, k * info[6], t, c)
             return
         k = k - nb
+        p = p + step
 
 
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
@@ -508,17 +515,16 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
     cdef const real_acc* dyf
     cdef real_acc* cols
     cdef real_acc* mine
-    if c.dnnl:
+    if c.gather:
         # thread t: the t-th of num_threads consecutive runs of units (a unit: one band of one
         # image; consecutive bands of an image stay in one thread where they can); every unit
         # is computed the same way whichever thread runs it
-        if real_acc is float:
-            for t in prange(num_threads, schedule='static', num_threads=num_threads):
-                n = c.N * c.dn_bands * t // num_threads
-                last = c.N * c.dn_bands * (t + 1) // num_threads
-                while n < last:
-                    _dnnl_unit(dy, work + t * c.work_per_thread, dx, n, t, c)
-                    n = n + 1
+        for t in prange(num_threads, schedule='static', num_threads=num_threads):
+            n = c.N * c.units * t // num_threads
+            last = c.N * c.units * (t + 1) // num_threads
+            while n < last:
+                _gather_unit(dy, work + t * c.work_per_thread, dx, n, t, c)
+                n = n + 1
         return
     if c.per_image:
         # thread t: images t, t + num_threads, ...; every image is computed the same way
@@ -526,10 +532,7 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             n = t
             while n < c.N:
-                if c.gather:
-                    _conv_image_gather(dy, work + t * c.work_per_thread, dx, n, c)
-                else:
-                    _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
+                _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c)
                 n = n + num_threads
         return
     # one image: work holds [widened dy (half types)] [cols: M * K] [a dx row per thread]
@@ -594,6 +597,7 @@ cdef class ConvPlan:
             c.ph_offx = <const int32_t*>_data(offx)
             c.ph_b = _data(taps)
             c.work_per_thread = c.a_floats + out_floats
+            c.units = _units(c, 1)
             return
         if per_image:
             c.work_per_thread = (0 if c.direct else c.cap * c.OW * K)
@@ -629,11 +633,8 @@ cdef class ConvPlan:
         c.dn_status = <int32_t*>cnp.PyArray_DATA(status)
         c.dn_bits = bits
         c.dn_b_size = 2 if bits else 4
-        c.dn_bands = 0
-        for py in range(c.sh):
-            c.dn_bands += (c.ph_info[py * c.sw * 8 + 2] + c.ph_info[py * c.sw * 8 + 6] - 1) \
-                // c.ph_info[py * c.sw * 8 + 6]
         c.dnnl = True
+        c.units = _units(c, c.sw)
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
