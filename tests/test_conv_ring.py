@@ -107,32 +107,6 @@ def test_gather_strategy_same_bits_on_any_thread_count(dtype, monkeypatch):
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
 
 
-@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
-                                  (5, 3, 3, 2, (3, 0, 2, 2)), (2, 2, 2, 1, (0, 0, 0, 0))],
-                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
-                         ids=["float32", "float64", "float16", "bfloat16"])
-def test_one_image_shares_its_bands_between_threads(case, dtype, monkeypatch):
-    """Without oneDNN one image runs the gather too, its bands shared out among the threads
-    (single-threaded BLAS in each): within tolerance of the reference and the same bits on
-    any thread count."""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
-    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 100)
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            got, ref, scale = _run(case, dtype, np.random.default_rng(9), n=1, h=22, w=10, c=7,
-                                   oc=5)
-            assert_close(got, ref, scale, dtype, CONV_TOL)
-            outs.append(got)
-    finally:
-        T.set_num_threads(old)
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
-
-
 def _onednn_missing():
     from tfcompat import _dnnl
     return _dnnl.missing()
@@ -229,16 +203,28 @@ def test_through_onednn_same_bits_on_any_thread_count(case, dtype, half_gemm, mo
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
 
 
-@needs_onednn
+# one image, through our BLAS (TFCOMPAT_ONEDNN=off) and through oneDNN
+ONE_IMAGE_PATHS = (
+    [pytest.param(dt, "off", id=name + "-blas") for dt, name in
+     [(np.float32, "float32"), (np.float64, "float64"), (np.float16, "float16"), (BF, "bfloat16")]]
+    + [pytest.param(dt, half, id=name + "-onednn", marks=needs_onednn)
+       for (dt, half), name in zip(ONEDNN_TYPES, ONEDNN_IDS)])
+
+
 @pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
-                                  (5, 3, 3, 2, (3, 0, 2, 2)), (1, 1, 1, 1, (0, 0, 0, 0))],
+                                  (5, 3, 3, 2, (3, 0, 2, 2)), (2, 2, 2, 1, (0, 0, 0, 0)),
+                                  (1, 1, 1, 1, (0, 0, 0, 0))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
-def test_one_image_through_onednn_shares_its_bands_between_threads(case, dtype, half_gemm,
-                                                                   monkeypatch):
-    """With oneDNN the threads share out bands, not images, so one image runs on several
-    threads too: within tolerance of the reference and the same bits on any thread count."""
-    _onednn(monkeypatch, half_gemm, 100)
+@pytest.mark.parametrize("dtype, path", ONE_IMAGE_PATHS)
+def test_one_image_shares_its_bands_between_threads(case, dtype, path, monkeypatch):
+    """The gathers' threads share out bands, not images, so one image runs on several threads
+    too (single-threaded BLAS or oneDNN in each): within tolerance of the reference and the
+    same bits on any thread count. ``path``: TFCOMPAT_ONEDNN=off, or oneDNN's TFCOMPAT_HALF_GEMM."""
+    if path == "off":
+        monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+        monkeypatch.setattr(cython_backend, "GATHER_VALUES", 100)
+    else:
+        _onednn(monkeypatch, path, 100)
     old = T.get_num_threads()
     outs = []
     try:
