@@ -276,6 +276,7 @@ def matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad=False, ldc=Non
 ISA_BF16, ISA_FP16 = 0xe7, 0x1ef
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_isa():
     """(bf16, fp16, amx): whether oneDNN's kernels on this CPU use AVX512-BF16, AVX512-FP16 and
     AMX (dnnl_get_effective_cpu_isa)."""

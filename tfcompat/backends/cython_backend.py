@@ -325,7 +325,7 @@ def gather_tables(p, ct, dnnl=False):
     for py in range(p.sh):
         kys = [k for k in range(p.fh) if (py + p.pad_top - k * p.dh) % p.sh == 0]
         hp = len(range(py, p.H, p.sh))
-        group = []
+        group, spans = [], []
         for px in range(p.sw):
             # descending, so that the taps read dy's columns in ascending order: with
             # consecutive columns the kernel gathers them in one copy (_gather_band)
@@ -338,7 +338,8 @@ def gather_tables(p, ct, dnnl=False):
                 band = (limit // max(1, wp * len(kxs) * p.OC) - span) if kys else limit
             else:
                 band = limit // max(1, wp * len(kys) * len(kxs) * p.OC)
-            group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, span])
+            group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0])
+            spans.append(span)
             offy.append(oys + [0] * (p.fh - len(kys)))
             offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
             tap_rows += [ky * p.fw + kx for ky in kys for kx in kxs]
@@ -346,11 +347,10 @@ def gather_tables(p, ct, dnnl=False):
             band = min(row[6] for row in group)
             for row in group:
                 row[6] = band
-        for row in group:
+        for row, span in zip(group, spans):
             k2 = row[4] * row[5] * p.OC
             row[7] = offset
             offset += k2 * p.C
-            span = row.pop()
             a_rows = (row[6] + span) * row[5] * p.OC if dnnl else row[6] * k2
             a_values = max(a_values, a_rows * row[3])
             # dnnl: the row buffer of the sw phases, and one phase's output when sw > 1
@@ -585,19 +585,15 @@ def _run_conv(problem):
     else:
         gather = None
     per_image = p.N >= 2 or gather is not None
-    if gather is not None:
-        # the units of work: the bands of every phase, or with oneDNN of every row phase py
-        info = gather[1][::p.sw if dnnl else 1]
-        nt = max(1, min(nthreads, p.N * int((-(-info[:, 2] // info[:, 6])).sum())))
-    else:
-        nt = max(1, min(nthreads, p.N)) if per_image else nthreads
     # the GEMM's filter, for every strategy but the gathers (they read their taps)
     w2 = (np.ascontiguousarray(p.filter, dtype=ct) if gather is None
           else np.empty(0, ct)).reshape(-1, p.OC)
     band, cap = (column_ring(p, h_tab, ct.itemsize) if per_image and gather is None
                  else (p.OH, p.OH))
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
-                             per_image, direct, band, cap, _STORAGE[half], ct == F64, gather)
+                             per_image, direct, band, cap, _STORAGE[half], ct == F64, gather,
+                             dnnl)
+    nt = max(1, min(nthreads, plan.units())) if per_image else nthreads
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel

@@ -310,15 +310,6 @@ cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const 
             and info[3] == c.OW and info[2] <= c.OH)
 
 
-cdef inline Py_ssize_t _span(const int32_t* info, const int32_t* offy) noexcept nogil:
-    """How many more dy rows than dx rows a band of the phase reads: max - min of offy."""
-    cdef Py_ssize_t ta, lo = offy[0], hi = offy[0]
-    for ta in range(info[4]):
-        lo = min(lo, offy[ta])
-        hi = max(hi, offy[ta])
-    return hi - lo
-
-
 cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
                             bint add, const void* a, Py_ssize_t ta, void* out) noexcept nogil:
     """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band) for tap row ta:
@@ -402,7 +393,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     phases of a py have the same band. Each dx element is one GEMM output, summed by oneDNN's
     single-threaded matmul in its own order: the same on the same shapes whichever worker
     runs it."""
-    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, i, ta, lo, C = c.C
+    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, i, ta, lo, hi, C = c.C
     cdef const int32_t* info
     cdef const int32_t* offy
     cdef int32_t row_info[8]
@@ -439,18 +430,18 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
                        + (n * c.OH + j0) * c.OW * c.OC * dy_size, 0, ph_out)
         else:
             # the dy rows j0 + lo .. j0 + rows - 1 + hi, one tap row each (offy = 0)
-            lo = offy[0]
+            lo = hi = offy[0]
             for ta in range(info[4]):
                 lo = min(lo, offy[ta])
+                hi = max(hi, offy[ta])
             memcpy(row_info, info, 8 * sizeof(int32_t))
             row_info[4] = 1
             if c.dn_bits:
                 _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
-                                  rows + _span(info, offy), row_info, &zero,
-                                  c.ph_offx + p * c.fw, c)
+                                  rows + hi - lo, row_info, &zero, c.ph_offx + p * c.fw, c)
             else:
-                _gather_band(dy, a, n, j0 + lo, rows + _span(info, offy), row_info,
-                             &zero, c.ph_offx + p * c.fw, c)
+                _gather_band(dy, a, n, j0 + lo, rows + hi - lo, row_info, &zero,
+                             c.ph_offx + p * c.fw, c)
             for ta in range(info[4]):
                 _dnnl_gemm(c, p, t, tail, ta > 0, <const char*>a
                            + (offy[ta] - lo) * Wq * info[5] * c.OC * a_size, ta, ph_out)
@@ -569,9 +560,10 @@ cdef class ConvPlan:
     cdef ConvArgs args
     cdef readonly object tables
     cdef readonly bint float64
+    cdef readonly bint dnnl     # planned for use_dnnl
 
     def __cinit__(self, sizes, h_table, w_table, bint per_image, bint direct, Py_ssize_t band,
-                  Py_ssize_t cap, int storage, bint float64, gather=None):
+                  Py_ssize_t cap, int storage, bint float64, gather=None, bint dnnl=False):
         c = &self.args
         (c.N, c.H, c.W, c.C, c.OH, c.OW, c.OC, c.fh, c.fw) = sizes
         self.tables = (h_table, w_table)
@@ -586,6 +578,7 @@ cdef class ConvPlan:
         cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
         c.gather = gather is not None
         c.dnnl = False
+        self.dnnl = dnnl
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats): built and
             # checked by tfcompat/backends/cython_backend.py
@@ -597,7 +590,9 @@ cdef class ConvPlan:
             c.ph_offx = <const int32_t*>_data(offx)
             c.ph_b = _data(taps)
             c.work_per_thread = c.a_floats + out_floats
-            c.units = _units(c, 1)
+            # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
+            # phase py together
+            c.units = _units(c, c.sw if dnnl else 1)
             return
         if per_image:
             c.work_per_thread = (0 if c.direct else c.cap * c.OW * K)
@@ -617,7 +612,8 @@ cdef class ConvPlan:
         kernel points a, b and out at this call's data) and an int32 status per worker, all
         built by tfcompat/backends/cython_backend.py (see _dnnl_band)."""
         c = &self.args
-        TFC_CHECK(c.gather and not self.float64 and not (bits and c.storage == STORE_NATIVE)
+        TFC_CHECK(c.gather and self.dnnl and not self.float64
+                  and not (bits and c.storage == STORE_NATIVE)
                   and cnp.PyArray_SIZE(prims) == c.phases * 4
                   and <size_t>cnp.PyArray_NBYTES(args) == <size_t>(cnp.PyArray_SIZE(streams)
                                                                    * c.phases * 16)
@@ -634,7 +630,12 @@ cdef class ConvPlan:
         c.dn_bits = bits
         c.dn_b_size = 2 if bits else 4
         c.dnnl = True
-        c.units = _units(c, c.sw)
+
+    def units(self):
+        """How many units of work the threads can share: the bands of every image (the
+        gathers), the images (the per-image col2im), or 1."""
+        c = &self.args
+        return c.N * c.units if c.gather else (c.N if c.per_image else 1)
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
@@ -657,7 +658,7 @@ cdef class ConvPlan:
         cdef const void* w = cnp.PyArray_DATA(w2)
         cdef void* scratch = NULL if work is None else cnp.PyArray_DATA(work)
         cdef ConvArgs* c = &self.args
-        TFC_CHECK(cnp.PyArray_SIZE(dy) == c.N * c.OH * c.OW * c.OC
+        TFC_CHECK(self.dnnl == c.dnnl and cnp.PyArray_SIZE(dy) == c.N * c.OH * c.OW * c.OC
                   and cnp.PyArray_SIZE(dx) == c.N * c.H * c.W * c.C
                   and (c.gather or cnp.PyArray_SIZE(w2) == c.fh * c.fw * c.C * c.OC))
         with nogil:
