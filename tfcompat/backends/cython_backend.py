@@ -308,62 +308,85 @@ DNNL_GATHER_VALUES = int(os.environ.get("TFCOMPAT_DNNL_GATHER_VALUES", str(1 << 
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 
 
-def gather_tables(p, ct, dnnl=False):
+def gather_tables(p, ct, dnnl=False, nthreads=1):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
-    values of the compute type, for the gathered A and the GEMM's output.
+    values of the compute type, for the gathered A and the GEMM's output. All but the filter's
+    taps depend on the shapes only and are made once per geometry (:func:`_gather_geometry`);
+    the taps are copied out of this call's filter by ``nthreads`` threads.
 
     ``dnnl`` (conv.pxi's _dnnl_band, ``ct`` the matmuls' input type): every phase gets
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
     dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
     is float32."""
-    wq = -(-p.W // p.sw)
-    limit = DNNL_GATHER_VALUES if dnnl else GATHER_VALUES
+    strides, info, offy, offx, tap_rows, a_values, out_values = _gather_geometry(
+        p.H, p.W, p.C, p.OC, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
+        DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, ct.itemsize == 2)
+    return strides, info, offy, offx, _filter_taps(p.filter, tap_rows, ct, nthreads), \
+        a_values, out_values
+
+
+@functools.lru_cache(maxsize=64)
+def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit, dnnl,
+                     bits):
+    """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
+    taps' indices into the filter's fh * fw, A values, output values), its arrays read-only
+    (every call of the geometry shares them). ``limit``: the values of a band's A; ``bits``:
+    A holds 16-bit values (in float32 scratch)."""
+    wq = -(-W // sw)
     info, offy, offx, tap_rows = [], [], [], []
     a_values = out_values = offset = 0
-    for py in range(p.sh):
-        kys = [k for k in range(p.fh) if (py + p.pad_top - k * p.dh) % p.sh == 0]
-        hp = len(range(py, p.H, p.sh))
+    for py in range(sh):
+        kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
+        hp = len(range(py, H, sh))
         group, spans = [], []
-        for px in range(p.sw):
+        for px in range(sw):
             # descending, so that the taps read dy's columns in ascending order: with
             # consecutive columns the kernel gathers them in one copy (_gather_band)
-            kxs = [k for k in reversed(range(p.fw)) if (px + p.pad_left - k * p.dw) % p.sw == 0]
-            wp = wq if dnnl else len(range(px, p.W, p.sw))
+            kxs = [k for k in reversed(range(fw)) if (px + pad_left - k * dw) % sw == 0]
+            wp = wq if dnnl else len(range(px, W, sw))
             # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
-            oys = [(py + p.pad_top - k * p.dh) // p.sh for k in kys]
+            oys = [(py + pad_top - k * dh) // sh for k in kys]
             span = max(oys) - min(oys) if oys else 0
             if dnnl:    # A: band + span dy rows of one tap row each
-                band = (limit // max(1, wp * len(kxs) * p.OC) - span) if kys else limit
+                band = (limit // max(1, wp * len(kxs) * OC) - span) if kys else limit
             else:
-                band = limit // max(1, wp * len(kys) * len(kxs) * p.OC)
+                band = limit // max(1, wp * len(kys) * len(kxs) * OC)
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0])
             spans.append(span)
-            offy.append(oys + [0] * (p.fh - len(kys)))
-            offx.append([(px + p.pad_left - k * p.dw) // p.sw for k in kxs] + [0] * (p.fw - len(kxs)))
-            tap_rows += [ky * p.fw + kx for ky in kys for kx in kxs]
+            offy.append(oys + [0] * (fh - len(kys)))
+            offx.append([(px + pad_left - k * dw) // sw for k in kxs] + [0] * (fw - len(kxs)))
+            tap_rows += [ky * fw + kx for ky in kys for kx in kxs]
         if dnnl:
             band = min(row[6] for row in group)
             for row in group:
                 row[6] = band
         for row, span in zip(group, spans):
-            k2 = row[4] * row[5] * p.OC
+            k2 = row[4] * row[5] * OC
             row[7] = offset
-            offset += k2 * p.C
-            a_rows = (row[6] + span) * row[5] * p.OC if dnnl else row[6] * k2
+            offset += k2 * C
+            a_rows = (row[6] + span) * row[5] * OC if dnnl else row[6] * k2
             a_values = max(a_values, a_rows * row[3])
             # dnnl: the row buffer of the sw phases, and one phase's output when sw > 1
-            out_values = max(out_values, row[6] * row[3] * p.C
-                             * ((p.sw + (p.sw > 1)) if dnnl else 1))
+            out_values = max(out_values, row[6] * row[3] * C * ((sw + (sw > 1)) if dnnl else 1))
         info += group
-    if dnnl and ct.itemsize == 2:
+    if dnnl and bits:
         a_values = -(-a_values // 2)  # 16-bit values, in float32 scratch
-    # every phase's taps, in phase order: rows (ky, kx, co) of the filter as [fh fw OC, C]
-    w = np.asarray(p.filter).transpose(0, 1, 3, 2).reshape(p.fh * p.fw, p.OC * p.C)
-    taps = np.ascontiguousarray(w[tap_rows], ct).reshape(-1)
-    return ((p.sh, p.sw), np.asarray(info, np.int32), np.asarray(offy, np.int32),
-            np.asarray(offx, np.int32), taps, a_values, out_values)
+    arrays = [np.asarray(x, np.int32) for x in (info, offy, offx, tap_rows)]
+    for arr in arrays:
+        arr.flags.writeable = False
+    return ((sh, sw), *arrays, a_values, out_values)
+
+
+def _filter_taps(filt, tap_rows, ct, nthreads):
+    """The filter's taps ``tap_rows`` (of its fh * fw, in order), each as an [OC, C] matrix,
+    flat, in ``ct`` (the filter's dtype, or float32 for a half type the GEMMs widen)."""
+    fh, fw, c, oc = filt.shape
+    w = np.ascontiguousarray(filt).reshape(fh * fw, c, oc)
+    taps = np.empty((len(tap_rows), oc, c), w.dtype)
+    _kernels.conv_filter_taps(w, tap_rows, taps, nthreads)
+    return (taps if taps.dtype == ct else to_float32(taps, nthreads)).reshape(-1)
 
 
 # oneDNN's matmul in the conv: "auto" where it is installed, "off" never (our BLAS GEMMs)
@@ -546,6 +569,15 @@ def _use_gather(p):
     return p.N == 1 or (p.dtype == F32 and p.OC < p.C)
 
 
+@functools.lru_cache(maxsize=128)
+def _axis_table(*args):
+    """conv.pxi's conv_axis_table, made once per axis geometry (read-only: calls share it)."""
+    tables = _kernels.conv_axis_table(*args)
+    for arr in tables:
+        arr.flags.writeable = False
+    return tables
+
+
 def _onednn_gather(p, gemm):
     """Whether a conv runs the gather with oneDNN's matmuls of ``gemm``
     (conv.pxi's _dnnl_band): always, but for a strided filter whose taps do not overlap
@@ -572,16 +604,16 @@ def _run_conv(problem):
         dx = _half_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
                           p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    h_tab = _kernels.conv_axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
-    w_tab = _kernels.conv_axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
+    h_tab = _axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
+    w_tab = _axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
     dnnl = gemm is not None and _onednn_gather(p, gemm)
     if dnnl:
-        gather = gather_tables(p, gemm, dnnl=True)
+        gather = gather_tables(p, gemm, True, nthreads)
     elif not direct and _use_gather(p):
-        gather = gather_tables(p, ct)
+        gather = gather_tables(p, ct, False, nthreads)
     else:
         gather = None
     per_image = p.N >= 2 or gather is not None

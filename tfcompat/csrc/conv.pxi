@@ -73,6 +73,59 @@ def conv_axis_table(Py_ssize_t in_size, Py_ssize_t out_size, Py_ssize_t ksize,
     return offsets_a, out_a, tap_a
 
 
+# A filter element of any of the conv's dtypes, copied by its bits.
+ctypedef fused word_t:
+    uint16_t
+    uint32_t
+    uint64_t
+
+cdef enum:
+    TAP_TILE = 16   # the transpose's square tiles: 16 x 16 elements, within L1 on both sides
+
+
+cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
+                     Py_ssize_t o0) noexcept nogil:
+    """out[o, c] = w[c, o] for o in o0 .. o0 + TAP_TILE (and below OC), every c: one tap's
+    [C, OC] transposed into [OC, C], tile by tile."""
+    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC)
+    while c0 < C:
+        c1 = min(c0 + TAP_TILE, C)
+        for o in range(o0, o1):
+            for c in range(c0, c1):
+                out[o * C + c] = w[c * OC + o]
+        c0 = c1
+
+
+cdef void _filter_taps(const word_t* w, const int32_t* rows, word_t* out, Py_ssize_t taps,
+                       Py_ssize_t C, Py_ssize_t OC, int num_threads) noexcept nogil:
+    cdef Py_ssize_t u, i, blocks = (OC + TAP_TILE - 1) // TAP_TILE
+    for u in prange(taps * blocks, schedule='static', num_threads=num_threads):
+        i = u // blocks
+        _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE)
+
+
+def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_threads):
+    """out[i, o, c] = w[rows[i], c, o]: the filter's taps ``rows`` (indices into its
+    fh * fw taps, proven in range by the caller) as [OC, C] matrices, the B of the gather's
+    GEMMs; in parallel, a copy of each element's bits. w: [fh * fw, C, OC], out:
+    [len(rows), OC, C], C-contiguous, of one element size (2, 4 or 8 bytes)."""
+    cdef Py_ssize_t taps = cnp.PyArray_SIZE(rows), size = cnp.PyArray_ITEMSIZE(w)
+    cdef Py_ssize_t C = cnp.PyArray_DIM(w, 1), OC = cnp.PyArray_DIM(w, 2)
+    cdef const void* s = cnp.PyArray_DATA(w)
+    cdef const int32_t* r = <const int32_t*>cnp.PyArray_DATA(rows)
+    cdef void* d = cnp.PyArray_DATA(out)
+    TFC_CHECK(cnp.PyArray_NDIM(w) == 3 and cnp.PyArray_ITEMSIZE(out) == size
+              and cnp.PyArray_ITEMSIZE(rows) == 4
+              and cnp.PyArray_SIZE(out) == taps * C * OC and size in (2, 4, 8))
+    with nogil:
+        if size == 2:
+            _filter_taps(<const uint16_t*>s, r, <uint16_t*>d, taps, C, OC, num_threads)
+        elif size == 4:
+            _filter_taps(<const uint32_t*>s, r, <uint32_t*>d, taps, C, OC, num_threads)
+        else:
+            _filter_taps(<const uint64_t*>s, r, <uint64_t*>d, taps, C, OC, num_threads)
+
+
 cdef struct ConvArgs:
     Py_ssize_t N, H, W, C, OH, OW, OC, fh, fw
     # conv_axis_table of each axis
