@@ -81,8 +81,11 @@ def _apply_axis(data, axis_pos, in_size, taps, weigh=True):
     flat = moved.reshape(moved.shape[0], -1)
     out = np.zeros((in_size, flat.shape[1]), dtype=flat.dtype)
     if flat.size:
-        for idx, w in taps:
-            _segment_add(out, idx, flat * w.astype(np.float64)[:, None] if weigh else flat)
+        # IEEE arithmetic, as TF's kernels do it: an inf grad times a zero weight is NaN in
+        # the result, not a warning
+        with np.errstate(invalid="ignore", over="ignore"):
+            for idx, w in taps:
+                _segment_add(out, idx, flat * w.astype(np.float64)[:, None] if weigh else flat)
     return np.moveaxis(out.reshape((in_size,) + rest), 0, axis_pos)
 
 
