@@ -438,3 +438,31 @@ def test_onednn_graph_api_interpolate_backward():
         run("linear", "align_corners", [1, 1, 1], 2)
     with pytest.raises(T.UnsupportedError, match="asymmetric"):
         run("linear", "asymmetric", [1, 1, 1], 2)
+
+
+@onednn
+def test_onednn_frees_the_objects_of_shapes_it_no_longer_keeps(monkeypatch):
+    """The adapter keeps the primitives of recent shapes; a long run of distinct shapes must
+    free the oneDNN objects of those it drops, not leak them (counted at oneDNN's C API), and
+    every result stays right: a 1x1 filter of 2 doubles dy; nearest 2 -> 1 sums the pairs."""
+    from tfcompat import _dnnl
+    lib = _dnnl.library().lib
+    counts = {"dnnl_primitive_create": 0, "dnnl_primitive_destroy": 0}
+    for name in counts:
+        real = getattr(lib, name)
+
+        def counted(*args, _real=real, _name=name):
+            counts[_name] += 1
+            return _real(*args)
+        monkeypatch.setattr(lib, name, counted)
+    for w in range(1, 201):
+        dy = np.arange(w, dtype=f32).reshape(1, 1, w, 1)
+        got = _run("onednn", "Conv2DBackpropInput", {"dy": dy, "filter": np.full((1, 1, 1, 1), 2, f32)},
+                   {"inputShape": [1, 1, w, 1], "strides": 1, "pad": "valid"})
+        np.testing.assert_array_equal(got, 2 * dy)
+        got = _run("onednn", "ResizeNearestNeighborGrad",
+                   {"dy": np.ones((1, 1, 2 * w, 1), f32), "images": np.zeros((1, 1, w, 1), f32)},
+                   {"alignCorners": False, "halfPixelCenters": True})
+        np.testing.assert_array_equal(got, np.full((1, 1, w, 1), 2, f32))
+    made, freed = counts["dnnl_primitive_create"], counts["dnnl_primitive_destroy"]
+    assert made >= 400 and freed >= made // 2, counts

@@ -149,7 +149,10 @@ class _Library:
         self.ok(self.lib.dnnl_reorder_primitive_desc_create(
             ctypes.byref(pd), ctypes.c_void_p(src_md), self.engine, ctypes.c_void_p(dst_md),
             self.engine, None), "reorder")
-        return self.primitive(pd)
+        try:
+            return self.primitive(pd)
+        finally:
+            self.lib.dnnl_primitive_desc_destroy(pd)  # the primitive keeps its own copy
 
     def new_stream(self):
         stream = ctypes.c_void_p()
@@ -189,6 +192,28 @@ def missing():
     except UnsupportedError as exc:
         return str(exc)
     return None
+
+
+class Owner:
+    """oneDNN objects freed together, newest first, when this is (or by ``close``): what a
+    cached primitive holds, so that a cache entry that is dropped frees its objects, and an
+    error halfway through making them frees those already made."""
+
+    def __init__(self):
+        self.L = library()
+        self.items = []
+
+    def own(self, destroy, handle):
+        """``handle``, to be freed by the C function ``destroy`` (e.g. "dnnl_primitive_destroy")."""
+        self.items.append((destroy, handle))
+        return handle
+
+    def close(self):
+        while self.items:
+            destroy, handle = self.items.pop()
+            getattr(self.L.lib, destroy)(handle)
+
+    __del__ = close
 
 
 def plain_strides(shape, order):

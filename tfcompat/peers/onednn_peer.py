@@ -27,10 +27,11 @@ import functools
 import numpy as np
 
 from .. import _conv, _resample as rs
+# (missing: imported as the peer's own availability check, tfcompat/peers/__init__.py)
 from .._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WEIGHTS, BF16,
                      CONVOLUTION_DIRECT, F16, F32, FORWARD_TRAINING, QUERY_DIFF_DST_MD,
                      QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, RESAMPLING_LINEAR, RESAMPLING_NEAREST,
-                     Dims, library, missing, plain_strides, ptr)  # noqa: F401 (missing: the peer's)
+                     Dims, Owner, library, missing, plain_strides, ptr)  # noqa: F401
 from .._resample import Rule
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                             RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
@@ -53,6 +54,10 @@ def _dnnl_dtype(dtype):
     return _DTYPES[dtype]
 
 
+# the C functions that free what the cached primitives hold (each entry's Owner)
+_MD, _PD, _PRIM = "dnnl_memory_desc_destroy", "dnnl_primitive_desc_destroy", "dnnl_primitive_destroy"
+
+
 def _data_order(ndim, channels_last):
     """Storage order of logical (N, C, spatial...) dims for NCX or NXC data."""
     if channels_last:
@@ -62,21 +67,26 @@ def _data_order(ndim, channels_last):
 
 @functools.lru_cache(maxsize=64)
 def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors):
+    """(owner of the oneDNN objects, the backward primitive, its implementation, the src and
+    dst memory descriptors)."""
     L = library()
+    own = Owner()
     ndim = len(in_logical)
     order = _data_order(ndim, channels_last)
-    src = L.md(in_logical, dtype, plain_strides(in_logical, order))
-    dst = L.md(out_logical, dtype, plain_strides(out_logical, order))
+    src = own.own(_MD, L.md(in_logical, dtype, plain_strides(in_logical, order)))
+    dst = own.own(_MD, L.md(out_logical, dtype, plain_strides(out_logical, order)))
     fac = (ctypes.c_float * len(factors))(*factors) if factors else None
     fwd = ctypes.c_void_p()
     L.ok(L.lib.dnnl_resampling_forward_primitive_desc_create(
         ctypes.byref(fwd), L.engine, FORWARD_TRAINING, alg, fac, src, dst, None),
         "resampling_forward_primitive_desc_create")
+    own.own(_PD, fwd)
     pd = ctypes.c_void_p()
     L.ok(L.lib.dnnl_resampling_backward_primitive_desc_create(
         ctypes.byref(pd), L.engine, alg, fac, src, dst, fwd, None),
         "resampling_backward_primitive_desc_create")
-    return L.primitive(pd), L.impl(pd), src, dst
+    own.own(_PD, pd)
+    return own, own.own(_PRIM, L.primitive(pd)), L.impl(pd), src, dst
 
 
 _HALF = (Rule.LINEAR_HALF_PIXEL, Rule.NEAREST_HALF_PIXEL, Rule.LINEAR_ORT_HALF_PIXEL)
@@ -105,7 +115,7 @@ def _resample(problem):
     dy = np.ascontiguousarray(dy)
     dx = np.empty(problem.out_shape, dy.dtype)
     with L.lock:
-        prim, impl, src, dst = _resampling(alg, in_logical, out_logical, dtype,
+        _own, prim, impl, src, dst = _resampling(alg, in_logical, out_logical, dtype,
                                            problem.channels_last, factors)
         LAST_IMPL[problem.kernel] = impl
         m_dy = L.memory(dst.value, ptr(dy))
@@ -138,23 +148,27 @@ def resize_grad(inputs, attrs):
 def _conv_steps(x_logical, w_logical, y_logical, dtype, channels_last, strides, dilates, pad_l,
                 pad_r):
     """The backward-data primitive (formats of its choosing) and the reorders between them
-    and the caller's plain layouts."""
+    and the caller's plain layouts: (owner of the oneDNN objects, primitive, implementation,
+    the primitive's memory descriptors, the caller's, the reorders)."""
     L = library()
+    own = Owner()
     order = _data_order(4, channels_last)
-    user_dx = L.md(x_logical, dtype, plain_strides(x_logical, order))
-    user_dy = L.md(y_logical, dtype, plain_strides(y_logical, order))
+    user_dx = own.own(_MD, L.md(x_logical, dtype, plain_strides(x_logical, order)))
+    user_dy = own.own(_MD, L.md(y_logical, dtype, plain_strides(y_logical, order)))
     # the caller's HWIO filter seen as oneDNN's logical (O, I, H, W)
-    user_w = L.md(w_logical, dtype, plain_strides(w_logical, [2, 3, 1, 0]))
-    any_x, any_w, any_y = (L.md(s, dtype) for s in (x_logical, w_logical, y_logical))
+    user_w = own.own(_MD, L.md(w_logical, dtype, plain_strides(w_logical, [2, 3, 1, 0])))
+    any_x, any_w, any_y = (own.own(_MD, L.md(s, dtype)) for s in (x_logical, w_logical, y_logical))
     args = (Dims(*strides), Dims(*dilates), Dims(*pad_l), Dims(*pad_r))
     fwd = ctypes.c_void_p()
     L.ok(L.lib.dnnl_convolution_forward_primitive_desc_create(
         ctypes.byref(fwd), L.engine, FORWARD_TRAINING, CONVOLUTION_DIRECT, any_x, any_w, None,
         any_y, *args, None), "convolution_forward_primitive_desc_create")
+    own.own(_PD, fwd)
     pd = ctypes.c_void_p()
     L.ok(L.lib.dnnl_convolution_backward_data_primitive_desc_create(
         ctypes.byref(pd), L.engine, CONVOLUTION_DIRECT, any_x, any_w, any_y, *args, fwd, None),
         "convolution_backward_data_primitive_desc_create")
+    own.own(_PD, pd)    # owns ``want``, the descriptors queried from it
     want = {q: L.lib.dnnl_primitive_desc_query_md(pd, q, 0)
             for q in (QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DIFF_DST_MD)}
     steps = {}
@@ -163,10 +177,11 @@ def _conv_steps(x_logical, w_logical, y_logical, dtype, channels_last, strides, 
         if L.same(user.value, want[q]):
             steps[q] = None
         elif q == QUERY_DIFF_SRC_MD:
-            steps[q] = (L.reorder(want[q], user.value), L.size(want[q]))
+            steps[q] = (own.own(_PRIM, L.reorder(want[q], user.value)), L.size(want[q]))
         else:
-            steps[q] = (L.reorder(user.value, want[q]), L.size(want[q]))
-    return L.primitive(pd), L.impl(pd), want, (user_dx, user_w, user_dy), steps
+            steps[q] = (own.own(_PRIM, L.reorder(user.value, want[q])), L.size(want[q]))
+    return (own, own.own(_PRIM, L.primitive(pd)), L.impl(pd), want, (user_dx, user_w, user_dy),
+            steps)
 
 
 def conv2d_backprop_input(inputs, attrs):
@@ -181,7 +196,7 @@ def conv2d_backprop_input(inputs, attrs):
     w = np.ascontiguousarray(p.filter)
     dx = np.empty(p.out_shape, p.dtype)
     with L.lock:
-        prim, impl, want, users, steps = _conv_steps(
+        _own, prim, impl, want, users, steps = _conv_steps(
             x_logical, w_logical, y_logical, dtype, p.channels_last, (p.sh, p.sw),
             (p.dh - 1, p.dw - 1), (p.pad_top, p.pad_left), (pb, pr))
         LAST_IMPL[CONV2D_BACKPROP_INPUT] = impl
@@ -258,14 +273,17 @@ def _logical(L, tid, shape, dtype):
 @functools.lru_cache(maxsize=32)
 def _graph_interpolate_backward(src_shape, dst_shape, dtype, mode, transform, data_format,
                                 sizes, scales):
-    """The op, its partition, compiled, and the three logical tensors."""
+    """(owner of the oneDNN objects: the op, its partition, compiled), the compiled partition,
+    and the three logical tensors."""
     L = library()
+    own = Owner()
     src, ddst, dsrc = (_logical(L, i, s, dtype) for i, s in
                        enumerate((src_shape, dst_shape, src_shape)))
     op = ctypes.c_void_p()
     L.ok(L.lib.dnnl_graph_op_create(ctypes.byref(op), ctypes.c_size_t(0),
                                      GRAPH_OP_INTERPOLATE_BACKWARD, b"interpolate_backward"),
           "graph_op_create")
+    own.own("dnnl_graph_op_destroy", op)
     for lt in (src, ddst):
         L.ok(L.lib.dnnl_graph_op_add_input(op, ctypes.byref(lt)), "graph_op_add_input")
     L.ok(L.lib.dnnl_graph_op_add_output(op, ctypes.byref(dsrc)), "graph_op_add_output")
@@ -285,24 +303,25 @@ def _graph_interpolate_backward(src_shape, dst_shape, dtype, mode, transform, da
     part = ctypes.c_void_p()
     L.ok(L.lib.dnnl_graph_partition_create_with_op(ctypes.byref(part), op, 1),
           "graph_partition_create_with_op")
+    own.own("dnnl_graph_partition_destroy", part)
     supported = ctypes.c_uint8()
     L.ok(L.lib.dnnl_graph_partition_is_supported(part, ctypes.byref(supported)),
           "graph_partition_is_supported")
     if not supported.value:
-        L.lib.dnnl_graph_partition_destroy(part)
-        L.lib.dnnl_graph_op_destroy(op)
+        own.close()
         raise UnsupportedError(f"oneDNN's graph API does not support InterpolateBackward "
                                f"{mode}/{transform} {data_format} "
                                f"{ {F32: 'float32', BF16: 'bfloat16', F16: 'float16'}[dtype] }")
     compiled = ctypes.c_void_p()
     L.ok(L.lib.dnnl_graph_compiled_partition_create(ctypes.byref(compiled), part),
           "graph_compiled_partition_create")
+    own.own("dnnl_graph_compiled_partition_destroy", compiled)
     ins = (ctypes.POINTER(_LogicalTensor) * 2)(ctypes.pointer(src), ctypes.pointer(ddst))
     outs = (ctypes.POINTER(_LogicalTensor) * 1)(ctypes.pointer(dsrc))
     L.ok(L.lib.dnnl_graph_partition_compile(part, compiled, ctypes.c_size_t(2), ins,
                                              ctypes.c_size_t(1), outs, L.engine),
           "graph_partition_compile")
-    return compiled, (src, ddst, dsrc), (op, part)
+    return own, compiled, (src, ddst, dsrc)
 
 
 def graph_interpolate_backward(inputs, attrs):
@@ -329,7 +348,7 @@ def graph_interpolate_backward(inputs, attrs):
     src_shape = tuple(problem.out_shape)
     dx = np.empty(src_shape, dy.dtype)
     with L.lock:
-        compiled, lts, _ = _graph_interpolate_backward(
+        _own, compiled, lts = _graph_interpolate_backward(
             src_shape, tuple(dy.shape), dtype, attrs["mode"], transform,
             attrs.get("data_format", "NXC"), sizes, scales)
         src_dummy = np.zeros(1, dy.dtype)  # the op reads src's shape only
