@@ -9,6 +9,7 @@ and their types, the values of parameter inputs such as ``scales``). A key seen 
 straight to its plan, with no parsing; any other call is parsed, and its plan is found by its
 layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
 of tables, oldest out first), so a training loop validates once and memory stays bounded.
+The conv keeps the tables that depend on its shapes only in the same cache.
 """
 import contextlib
 import functools
@@ -320,20 +321,40 @@ def gather_tables(p, ct, dnnl=False, nthreads=1):
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
     dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
     is float32."""
-    strides, info, offy, offx, tap_rows, a_values, out_values = _gather_geometry(
-        p.H, p.W, p.C, p.OC, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
-        DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, ct.itemsize == 2)
+    strides, info, offy, offx, tap_rows, a_values, out_values = _shared_tables(
+        _gather_geometry, p.H, p.W, p.C, p.OC, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw, p.pad_top,
+        p.pad_left, DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, ct.itemsize == 2)
     return strides, info, offy, offx, _filter_taps(p.filter, tap_rows, ct, nthreads), \
         a_values, out_values
 
 
-@functools.lru_cache(maxsize=64)
+class _SharedTables:
+    """Tables that depend on a conv's shapes only, kept in the plan cache (its bound counts
+    their bytes) and shared, read-only, by every call of those shapes."""
+
+    def __init__(self, value):
+        self.value = value
+        arrays = [a for a in value if isinstance(a, np.ndarray)]
+        for arr in arrays:
+            arr.flags.writeable = False
+        self.nbytes = sum(arr.nbytes for arr in arrays)
+
+
+def _shared_tables(make, *args):
+    """``make(*args)`` (a tuple holding the tables), made once while the plan cache keeps it."""
+    key = (CONV2D_BACKPROP_INPUT, make.__name__) + args
+    entry = _PLANS.get(key)
+    if entry is None:
+        entry = _SharedTables(make(*args))
+        _PLANS.put(key, entry)
+    return entry.value
+
+
 def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit, dnnl,
                      bits):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
-    taps' indices into the filter's fh * fw, A values, output values), its arrays read-only
-    (every call of the geometry shares them). ``limit``: the values of a band's A; ``bits``:
-    A holds 16-bit values (in float32 scratch)."""
+    taps' indices into the filter's fh * fw, A values, output values). ``limit``: the values
+    of a band's A; ``bits``: A holds 16-bit values (in float32 scratch)."""
     wq = -(-W // sw)
     info, offy, offx, tap_rows = [], [], [], []
     a_values = out_values = offset = 0
@@ -373,10 +394,8 @@ def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, lim
         info += group
     if dnnl and bits:
         a_values = -(-a_values // 2)  # 16-bit values, in float32 scratch
-    arrays = [np.asarray(x, np.int32) for x in (info, offy, offx, tap_rows)]
-    for arr in arrays:
-        arr.flags.writeable = False
-    return ((sh, sw), *arrays, a_values, out_values)
+    return ((sh, sw), *(np.asarray(x, np.int32) for x in (info, offy, offx, tap_rows)),
+            a_values, out_values)
 
 
 def _filter_taps(filt, tap_rows, ct, nthreads):
@@ -569,13 +588,9 @@ def _use_gather(p):
     return p.N == 1 or (p.dtype == F32 and p.OC < p.C)
 
 
-@functools.lru_cache(maxsize=128)
 def _axis_table(*args):
-    """conv.pxi's conv_axis_table, made once per axis geometry (read-only: calls share it)."""
-    tables = _kernels.conv_axis_table(*args)
-    for arr in tables:
-        arr.flags.writeable = False
-    return tables
+    """conv.pxi's conv_axis_table."""
+    return _kernels.conv_axis_table(*args)
 
 
 def _onednn_gather(p, gemm):
@@ -604,8 +619,8 @@ def _run_conv(problem):
         dx = _half_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
                           p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    h_tab = _axis_table(p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
-    w_tab = _axis_table(p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
+    h_tab = _shared_tables(_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
+    w_tab = _shared_tables(_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
