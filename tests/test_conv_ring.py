@@ -240,6 +240,32 @@ def test_one_image_shares_its_bands_between_threads(case, dtype, path, monkeypat
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype, path", [p for p in ONE_IMAGE_PATHS
+                                         if p.values[0] not in (np.float32, np.float64)
+                                         or p.values[1] != "off"])
+def test_one_image_1x1_splits_into_bands_at_the_default_sizes(dtype, path, monkeypatch):
+    """One image of a 1x1 conv (its one GEMM would fit one band at the default band sizes) is
+    cut into short bands for the threads to share, through oneDNN and, for the half types,
+    through our BLAS: within tolerance of the reference, the same bits on any thread count."""
+    if path == "off":
+        monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    else:
+        _onednn(monkeypatch, path)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            got, ref, scale = _run((1, 1, 1, 1, (0, 0, 0, 0)), dtype, np.random.default_rng(4),
+                                   n=1, h=45, w=8, c=6, oc=9)
+            assert_close(got, ref, scale, dtype, CONV_TOL)
+            outs.append(got)
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
 @needs_onednn
 @pytest.mark.parametrize("half_gemm", ["native", "float32"])
 def test_float16_through_onednn_sums_in_float32(half_gemm, monkeypatch):

@@ -304,18 +304,23 @@ _STORAGE = {None: 0, False: 1, True: 2}   # conv.pxi's STORE_NATIVE, STORE_FLOAT
 # with oneDNN's matmuls (docs/performance.md)
 GATHER_VALUES = int(os.environ.get("TFCOMPAT_GATHER_VALUES", str(1 << 19)))
 DNNL_GATHER_VALUES = int(os.environ.get("TFCOMPAT_DNNL_GATHER_VALUES", str(1 << 17)))
+# The gather bands of one image of a 1x1 conv: GEMMs of this many rows, so that the image has
+# enough units for the threads to share (docs/performance.md)
+ONE_IMAGE_BAND_M = 128
 # float32/float64/float16 (and bfloat16 without oneDNN's matmul) with two or more images:
 # "auto" picks (_use_gather), "gather" forces the gather strategy, any other value the col2im
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 
 
-def gather_tables(p, ct, dnnl=False, nthreads=1):
+def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
     values of the compute type, for the gathered A and the GEMM's output. All but the filter's
     taps depend on the shapes only and are made once per geometry (:func:`_gather_geometry`);
-    the taps are copied out of this call's filter by ``nthreads`` threads.
+    the taps are copied out of this call's filter by ``nthreads`` threads. ``short_bands``: for
+    one image of a 1x1 conv, whose bands are the only units the threads share, bands of
+    :data:`ONE_IMAGE_BAND_M` GEMM rows.
 
     ``dnnl`` (conv.pxi's _dnnl_band, ``ct`` the matmuls' input type): every phase gets
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
@@ -323,7 +328,8 @@ def gather_tables(p, ct, dnnl=False, nthreads=1):
     is float32."""
     strides, info, offy, offx, tap_rows, a_values, out_values = _shared_tables(
         _gather_geometry, p.H, p.W, p.C, p.OC, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw, p.pad_top,
-        p.pad_left, DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, ct.itemsize == 2)
+        p.pad_left, DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, ct.itemsize == 2,
+        short_bands)
     return strides, info, offy, offx, _filter_taps(p.filter, tap_rows, ct, nthreads), \
         a_values, out_values
 
@@ -351,10 +357,11 @@ def _shared_tables(make, *args):
 
 
 def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit, dnnl,
-                     bits):
+                     bits, short_bands):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
     taps' indices into the filter's fh * fw, A values, output values). ``limit``: the values
-    of a band's A; ``bits``: A holds 16-bit values (in float32 scratch)."""
+    of a band's A; ``bits``: A holds 16-bit values (in float32 scratch); ``short_bands``: at
+    most :data:`ONE_IMAGE_BAND_M` GEMM rows (rounded up to whole rows)."""
     wq = -(-W // sw)
     info, offy, offx, tap_rows = [], [], [], []
     a_values = out_values = offset = 0
@@ -374,6 +381,8 @@ def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, lim
                 band = (limit // max(1, wp * len(kxs) * OC) - span) if kys else limit
             else:
                 band = limit // max(1, wp * len(kys) * len(kxs) * OC)
+            if short_bands:
+                band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0])
             spans.append(span)
             offy.append(oys + [0] * (fh - len(kys)))
@@ -625,10 +634,13 @@ def _run_conv(problem):
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
     dnnl = gemm is not None and _onednn_gather(p, gemm)
+    one_1x1 = direct and p.N == 1
     if dnnl:
-        gather = gather_tables(p, gemm, True, nthreads)
-    elif not direct and _use_gather(p):
-        gather = gather_tables(p, ct, False, nthreads)
+        gather = gather_tables(p, gemm, True, nthreads, one_1x1)
+    elif (not direct or (one_1x1 and half is not None)) and _use_gather(p):
+        # a half-type 1x1 image too: its one GEMM would run on BLAS's threads between our
+        # widening and rounding, whose idle workers spin beside them (docs/performance.md)
+        gather = gather_tables(p, ct, False, nthreads, one_1x1)
     else:
         gather = None
     per_image = p.N >= 2 or gather is not None
