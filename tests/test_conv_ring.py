@@ -267,6 +267,32 @@ def test_one_image_1x1_splits_into_bands_at_the_default_sizes(dtype, path, monke
 
 
 @needs_onednn
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_a_2x2_stride_2_puts_each_tap_at_its_own_dx_position(dtype, half_gemm, nchw,
+                                                              monkeypatch):
+    """2x2 filter, stride 2, VALID (each dx element takes exactly one tap: the row phases
+    whose GEMM writes dx rows whole): dy is 1 at (i, j) = (1, 2) of a 3x4 dy and 0 elsewhere,
+    so dx[2 + a, 4 + b, c] = w[a, b, c, 0] and every other dx element is 0 (hand arithmetic;
+    the filter's values are small integers, exact in every dtype)."""
+    _onednn(monkeypatch, half_gemm)
+    c, oc = 3, 2
+    w = (np.arange(2 * 2 * c * oc).reshape(2, 2, c, oc) % 7 + 1).astype(dtype)
+    dy = np.zeros((1, 3, 4, oc), dtype)
+    dy[0, 1, 2, 0] = 1
+    want = np.zeros((1, 6, 8, c), np.float64)
+    want[0, 2:4, 4:6, :] = w[:, :, :, 0].astype(np.float64)
+    sizes, strides = [1, 6, 8, c], [1, 2, 2, 1]
+    if nchw:
+        dy, want = dy.transpose(0, 3, 1, 2).copy(), want.transpose(0, 3, 1, 2)
+        sizes, strides = [1, c, 6, 8], [1, 1, 2, 2]
+    got = T.conv2d_backprop_input(sizes, w, dy, strides=strides, padding="VALID",
+                                  data_format="NCHW" if nchw else "NHWC")
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+@needs_onednn
 @pytest.mark.parametrize("half_gemm", ["native", "float32"])
 def test_float16_through_onednn_sums_in_float32(half_gemm, monkeypatch):
     """float16 products summed in float16 would stop at 2048 (2048 + 1 rounds back to 2048);

@@ -326,12 +326,20 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False):
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
     dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
     is float32."""
-    strides, info, offy, offx, tap_rows, a_values, out_values = _shared_tables(
-        _gather_geometry, p.H, p.W, p.C, p.OC, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw, p.pad_top,
-        p.pad_left, DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, ct.itemsize == 2,
-        short_bands)
-    return strides, info, offy, offx, _filter_taps(p.filter, tap_rows, ct, nthreads), \
-        a_values, out_values
+    strides, info, offy, offx, tap_rows, a_values, out_values, merged = _shared_tables(
+        _gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw,
+        p.pad_top, p.pad_left, DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl,
+        ct.itemsize == 2, short_bands)
+    taps = _filter_taps(p.filter, tap_rows, ct, nthreads)
+    if (merged >= 0).any():
+        # a merged row phase's taps side by side: [OC, sw * C], after every phase's own
+        blocks = [taps]
+        for py in np.flatnonzero(merged >= 0):
+            own = [taps[o:o + p.OC * p.C].reshape(p.OC, p.C) for o in info[py * p.sw:
+                                                                          (py + 1) * p.sw, 7]]
+            blocks.append(np.stack(own, axis=1).reshape(-1))
+        taps = np.concatenate(blocks)
+    return strides, info, offy, offx, taps, a_values, out_values, merged
 
 
 class _SharedTables:
@@ -356,14 +364,17 @@ def _shared_tables(make, *args):
     return entry.value
 
 
-def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit, dnnl,
-                     bits, short_bands):
+def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit,
+                     dnnl, bits, short_bands):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
-    taps' indices into the filter's fh * fw, A values, output values). ``limit``: the values
-    of a band's A; ``bits``: A holds 16-bit values (in float32 scratch); ``short_bands``: at
-    most :data:`ONE_IMAGE_BAND_M` GEMM rows (rounded up to whole rows)."""
+    taps' indices into the filter's fh * fw, A values, output values, merged row phases).
+    ``limit``: the values of a band's A; ``bits``: A holds 16-bit values (in float32
+    scratch); ``short_bands``: at most :data:`ONE_IMAGE_BAND_M` GEMM rows (rounded up to whole
+    rows). With oneDNN, a row phase py is merged (its entry: where its merged taps start in
+    the taps, else -1) where each of its sw > 1 phases takes one tap, read at the phase's own
+    dy position, and the phases fill dx's rows whole (conv.pxi's ph_merged)."""
     wq = -(-W // sw)
-    info, offy, offx, tap_rows = [], [], [], []
+    info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
     for py in range(sh):
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
@@ -392,6 +403,10 @@ def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, lim
             band = min(row[6] for row in group)
             for row in group:
                 row[6] = band
+        one_own_tap = [row[4] == row[5] == 1 and oy == ox == 0 for row, oy, ox in
+                       zip(group, (o[0] for o in offy[-sw:]), (o[0] for o in offx[-sw:]))]
+        merged.append(dnnl and sw > 1 and all(one_own_tap) and wq * sw == W and wq == OW
+                      and hp <= OH)
         for row, span in zip(group, spans):
             k2 = row[4] * row[5] * OC
             row[7] = offset
@@ -403,8 +418,12 @@ def _gather_geometry(H, W, C, OC, fh, fw, sh, sw, dh, dw, pad_top, pad_left, lim
         info += group
     if dnnl and bits:
         a_values = -(-a_values // 2)  # 16-bit values, in float32 scratch
+    starts = []
+    for m in merged:   # the merged taps go after every phase's own
+        starts.append(offset if m else -1)
+        offset += OC * sw * C if m else 0
     return ((sh, sw), *(np.asarray(x, np.int32) for x in (info, offy, offx, tap_rows)),
-            a_values, out_values)
+            a_values, out_values, np.asarray(starts, np.int32))
 
 
 def _filter_taps(filt, tap_rows, ct, nthreads):
@@ -501,16 +520,16 @@ class _DnnlWorkers:
     it at a time (:func:`_dnnl_workers` lends it out). Every image runs the same primitives
     whichever worker takes it, so the result does not depend on the thread count."""
 
-    def __init__(self, shapes, nt, c, in_dtype):
+    def __init__(self, shapes, nt, in_dtype):
         from .. import _dnnl as D
         L = self.L = D.library()
         self.bits = in_dtype.itemsize == 2
         self.mems, self.streams, self.scratch = [], [], []
         t = _dnnl_type(in_dtype)
         # [phase][tail * 2 + add]: a Matmul, or None
-        self.made = [[D.matmul(m, k, c, t, D.F32, 1, True, accumulate=add)
+        self.made = [[D.matmul(m, k, n, t, D.F32, 1, True, accumulate=add)
                       if m and k and (adds or not add) else None
-                      for m, k, adds in kinds for add in (False, True)] for kinds in shapes]
+                      for m, k, adds, n in kinds for add in (False, True)] for kinds in shapes]
         self.prims = np.array([[x.primitive.value if x else 0 for x in kinds]
                                for kinds in self.made], np.uintp)
         scratch_bytes = max([x.scratchpad_bytes for kinds in self.made for x in kinds if x]
@@ -557,26 +576,32 @@ _DNNL_IDLE_MAX = 16
 _dnnl_idle_lock = threading.Lock()
 
 
-def _dnnl_shapes(g, oc):
-    """Per phase, the (m, k, adds) of its full bands and of its last, shorter band (m 0: none):
-    k the inner dimension of one tap row's GEMM, adds whether more tap rows add to it."""
+def _dnnl_shapes(g, oc, c):
+    """Per phase, the (m, k, adds, n) of its full bands and of its last, shorter band (m 0:
+    none): k the inner dimension of one tap row's GEMM, adds whether more tap rows add to it,
+    n its outputs per row (c); a merged row phase has one GEMM per dy row,
+    [wp, oc] @ [oc, sw * c], as the full band of its first phase, and no other."""
+    (_, sw), info, merged = g[0], g[1], g[7]
     out = []
-    for row in g[1]:
-        hp, wp, band, kx = int(row[2]), int(row[3]), int(row[6]), int(row[5]) * oc
-        adds = int(row[4]) > 1
-        out.append(((band * wp, kx, adds), ((hp % band) * wp, kx, adds)))
+    merged = merged.tolist()
+    for py, px, hp, wp, taps_y, taps_x, band, _ in info.tolist():
+        kx, adds = taps_x * oc, taps_y > 1
+        if merged[py] >= 0:
+            out.append(((wp if px == 0 else 0, oc, False, sw * c), (0, oc, False, sw * c)))
+        else:
+            out.append(((band * wp, kx, adds, c), ((hp % band) * wp, kx, adds, c)))
     return tuple(out)
 
 
 @contextlib.contextmanager
-def _dnnl_workers(shapes, nt, c, in_dtype):
+def _dnnl_workers(shapes, nt, in_dtype):
     """An idle :class:`_DnnlWorkers` for these arguments (or a new one), returned after use; at
     most :data:`_DNNL_IDLE_MAX` are kept idle."""
-    key = (shapes, nt, c, in_dtype)
+    key = (shapes, nt, in_dtype)
     with _dnnl_idle_lock:
         workers = _DNNL_IDLE.pop(key, None)
     if workers is None:
-        workers = _DnnlWorkers(shapes, nt, c, in_dtype)
+        workers = _DnnlWorkers(shapes, nt, in_dtype)
     yield workers
     with _dnnl_idle_lock:
         _DNNL_IDLE.pop(key, None)       # a concurrent call's, if any, is dropped
@@ -605,11 +630,17 @@ def _axis_table(*args):
 def _onednn_gather(p, gemm):
     """Whether a conv runs the gather with oneDNN's matmuls of ``gemm``
     (conv.pxi's _dnnl_band): always, but for a strided filter whose taps do not overlap
-    (each dx element takes at most one tap, as in C5's 2x2 stride 2) when oneDNN would
-    multiply in float32: there the col2im's one GEMM per band, every tap's C columns side by
-    side, beat one narrow GEMM per stride phase (docs/performance.md)."""
+    (each dx element takes at most one tap) when oneDNN would multiply in float32 and its row
+    phases do not all merge: there the col2im's one GEMM per band, every tap's C columns side
+    by side, beat one narrow GEMM per stride phase; where they merge (C5's 2x2 stride 2), a
+    GEMM per dy row writing a dx row beat both (docs/performance.md)."""
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
-    return not (disjoint and gemm == F32)
+    if not (disjoint and gemm == F32):
+        return True
+    merged = _shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw,
+                            p.sh, p.sw, p.dh, p.dw, p.pad_top, p.pad_left, DNNL_GATHER_VALUES,
+                            True, False, False)[7]
+    return bool((merged >= 0).all())
 
 
 def _run_conv(problem):
@@ -657,7 +688,7 @@ def _run_conv(problem):
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)  # float16/bfloat16: rounded by the kernel
     if dnnl:
-        with _dnnl_workers(_dnnl_shapes(gather, p.OC), nt, p.C, gemm) as workers:
+        with _dnnl_workers(_dnnl_shapes(gather, p.OC, p.C), nt, gemm) as workers:
             status = workers.bind(plan)
             plan.run(dy, w2, dx, nt, work)
         if status.any():

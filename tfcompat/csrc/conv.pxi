@@ -149,6 +149,10 @@ cdef struct ConvArgs:
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
+    # per row phase py, -1 or (oneDNN only) where in ph_b its merged taps start: every phase
+    # (py, px) takes one tap, read at its own dy position, and the sw phases fill dx's rows
+    # whole, so one GEMM per dy row (its taps side by side, [OC, sw * C]) writes a dx row
+    const int32_t* ph_merged
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -366,16 +370,21 @@ cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const 
 cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
                             bint add, const void* a, Py_ssize_t ta, void* out) noexcept nogil:
     """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band) for tap row ta:
-    out (float32) = a @ the phase's taps of that row, or out += that (``add``). The worker's
-    memory objects for it are pointed at the three (its scratchpad stays bound)."""
-    cdef void* stream = <void*>c.dn_streams[t]
-    cdef Py_ssize_t kind = tail * 2 + add
-    cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 4 + kind) * 4
+    out (float32) = a @ the phase's taps of that row, or out += that (``add``)."""
     cdef const int32_t* info = c.ph_info + p * 8
+    _dnnl_exec(c, p, t, tail * 2 + add, a, <const char*>c.ph_b
+               + (info[7] + ta * info[5] * c.OC * c.C) * c.dn_b_size, out)
+
+
+cdef inline void _dnnl_exec(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, Py_ssize_t kind,
+                            const void* a, const void* b, void* out) noexcept nogil:
+    """Worker t runs primitive dn_prims[p * 4 + kind] on a, b and out: its memory objects
+    for it are pointed at the three (its scratchpad stays bound)."""
+    cdef void* stream = <void*>c.dn_streams[t]
+    cdef const DnnlExecArg* args = c.dn_args + ((t * c.phases + p) * 4 + kind) * 4
     cdef int status = c.dn_set_handle(args[0].memory, <void*>a)
     if status == 0:
-        status = c.dn_set_handle(args[1].memory, <void*>(
-            <const char*>c.ph_b + (info[7] + ta * info[5] * c.OC * c.C) * c.dn_b_size))
+        status = c.dn_set_handle(args[1].memory, <void*>b)
     if status == 0:
         status = c.dn_set_handle(args[2].memory, out)
     if status == 0:
@@ -457,6 +466,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     cdef float* ph_out
     cdef float* d
     cdef bint tail
+    cdef const char* src
     cdef bint native = c.storage == STORE_NATIVE
     cdef bint into_dx = native and c.sh == 1 and c.sw == 1
     cdef bint scatter = native and c.sw > 1
@@ -468,6 +478,21 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     Hp, Wq = info[2], info[3]
     rows = min(<Py_ssize_t>info[6], Hp - j0)
     tail = rows != info[6]
+    if c.ph_merged[py] >= 0:
+        # one GEMM per dy row j (primitive kind 0 of phase (py, 0): [Wq, OC] @ [OC, sw * C]),
+        # its output dx row py + sh j itself, or rounded into it
+        for jj in range(rows):
+            r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
+            src = <const char*>dy + (n * c.OH + j0 + jj) * c.OW * c.OC * dy_size
+            if not dy_is_a:     # a 16-bit dy row widened for float32 GEMMs
+                to_f32(<const uint16_t*>src, a, c.OW * c.OC, c.storage == STORE_BFLOAT16)
+                src = <const char*>a
+            _dnnl_exec(c, py * c.sw, t, 0, src,
+                       <const char*>c.ph_b + <Py_ssize_t>c.ph_merged[py] * c.dn_b_size,
+                       <float*>dx + r if native else out)
+            if not native:
+                from_f32(out, <uint16_t*>dx + r, c.W * C, c.storage == STORE_BFLOAT16)
+        return
     band_out = <float*>dx + (n * c.H + j0) * c.W * C if into_dx else out
     # a phase's own output, when the sw phases interleave (after the row buffer)
     ph_out = band_out if c.sw == 1 else out + info[6] * Wq * c.sw * C
@@ -633,15 +658,17 @@ cdef class ConvPlan:
         c.dnnl = False
         self.dnnl = dnnl
         if c.gather:
-            # (strides, phase info, offy, offx, filter taps, A floats, output floats): built and
-            # checked by tfcompat/backends/cython_backend.py
+            # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
+            # phases): built and checked by tfcompat/backends/cython_backend.py
             self.tables = self.tables + (gather,)
-            (c.sh, c.sw), info, offy, offx, taps, c.a_floats, out_floats = gather
+            (c.sh, c.sw), info, offy, offx, taps, c.a_floats, out_floats, merged = gather
             c.phases = info.shape[0]
             c.ph_info = <const int32_t*>_data(info)
             c.ph_offy = <const int32_t*>_data(offy)
             c.ph_offx = <const int32_t*>_data(offx)
             c.ph_b = _data(taps)
+            c.ph_merged = <const int32_t*>_data(merged)
+            TFC_CHECK(merged.shape[0] == c.sh)
             c.work_per_thread = c.a_floats + out_floats
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
