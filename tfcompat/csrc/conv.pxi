@@ -10,15 +10,18 @@
 #     inside; each image's columns are computed in bands of ``band`` output rows into a ring of
 #     ``cap`` rows just ahead of the dx rows that gather from them, so the columns are read
 #     back from cache;
-#   one image (N == 1, a 1x1 conv or TFCOMPAT_CONV_STRATEGY=col2im): one GEMM with BLAS's own
-#     threads, then the dx rows in parallel;
+#   one image (N == 1, a float32/float64 1x1 conv without oneDNN, or
+#     TFCOMPAT_CONV_STRATEGY=col2im): one GEMM with BLAS's own threads, then the dx rows in
+#     parallel;
 #   gather (_gather_phase_band; the threads share out the bands of every image, so any N): the
 #     transposed convolution as GEMMs of gathered dy against the filter, one per stride phase,
 #     whose inner dimension is taps * out_c instead of out_c (docs/performance.md);
 #   oneDNN (_dnnl_band; any N: the threads share out the bands of every image): the gather
 #     with oneDNN's single-threaded matmuls, one per tap row of each band, on float32 or on
-#     dy's own 16-bit values (bfloat16, float16). (A 1x1 half-type conv multiplied in its own
-#     type is one oneDNN matmul over the whole batch, run by the Python layer.)
+#     dy's own 16-bit values (bfloat16, float16); a row phase whose stride phases each take one
+#     tap at their own dy position (ph_merged) runs one matmul per dy row that writes a whole
+#     dx row. (A 1x1 half-type conv multiplied in its own type is one oneDNN matmul over the
+#     whole batch, run by the Python layer.)
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
