@@ -243,10 +243,12 @@ class Matmul:
 
     def __init__(self, m, k, n, in_dtype, out_dtype, threads, user_scratchpad, ldc,
                  accumulate=False):
-        L = self.L = library()
-        self.pd = self.primitive = None
-        self.mds = (L.md((m, k), in_dtype, (k, 1)), L.md((k, n), in_dtype, (n, 1)),
-                    L.md((m, n), out_dtype, (ldc, 1)))
+        L = library()
+        self.owner = own = Owner()
+        self.mds = tuple(own.own("dnnl_memory_desc_destroy", L.md(shape, dtype, strides))
+                         for shape, dtype, strides in (((m, k), in_dtype, (k, 1)),
+                                                       ((k, n), in_dtype, (n, 1)),
+                                                       ((m, n), out_dtype, (ldc, 1))))
         attr = ctypes.c_void_p()
         L.ok(L.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "primitive_attr_create")
         try:
@@ -269,22 +271,13 @@ class Matmul:
                 L.ok(L.lib.dnnl_matmul_primitive_desc_create(
                     ctypes.byref(pd), L.engine, *self.mds[:2], None, self.mds[2], attr),
                     "matmul_primitive_desc_create")
-                self.pd = pd
-                self.primitive = L.primitive(pd)
+                own.own("dnnl_primitive_desc_destroy", pd)
+                self.primitive = own.own("dnnl_primitive_destroy", L.primitive(pd))
         finally:
             L.lib.dnnl_primitive_attr_destroy(attr)
         self.scratchpad_md = L.query_md(pd, QUERY_SCRATCHPAD_MD)
         self.scratchpad_bytes = L.size(self.scratchpad_md) if self.scratchpad_md else 0
         self.impl = L.impl(pd)
-
-    def __del__(self):
-        lib = self.L.lib
-        if self.primitive is not None:
-            lib.dnnl_primitive_destroy(self.primitive)
-        if self.pd is not None:
-            lib.dnnl_primitive_desc_destroy(self.pd)
-        for md in self.mds:
-            lib.dnnl_memory_desc_destroy(md)
 
 
 @functools.lru_cache(maxsize=64)

@@ -326,10 +326,8 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False):
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
     dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
     is float32."""
-    strides, info, offy, offx, tap_rows, a_values, out_values, merged = _shared_tables(
-        _gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh, p.sw, p.dh, p.dw,
-        p.pad_top, p.pad_left, DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl,
-        ct.itemsize == 2, short_bands)
+    strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
+        p, dnnl, ct.itemsize == 2, short_bands)
     taps = _filter_taps(p.filter, tap_rows, ct, nthreads)
     if (merged >= 0).any():
         # a merged row phase's taps side by side: [OC, sw * C], after every phase's own
@@ -364,6 +362,14 @@ def _shared_tables(make, *args):
     return entry.value
 
 
+def _geometry(p, dnnl, bits, short_bands):
+    """This conv's :func:`_gather_geometry`, from the plan cache."""
+    return _shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh,
+                          p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
+                          DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, bits,
+                          short_bands)
+
+
 def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit,
                      dnnl, bits, short_bands):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
@@ -379,7 +385,7 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     for py in range(sh):
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
         hp = len(range(py, H, sh))
-        group, spans = [], []
+        group, spans, own_tap = [], [], []
         for px in range(sw):
             # descending, so that the taps read dy's columns in ascending order: with
             # consecutive columns the kernel gathers them in one copy (_gather_band)
@@ -397,15 +403,16 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0])
             spans.append(span)
             offy.append(oys + [0] * (fh - len(kys)))
-            offx.append([(px + pad_left - k * dw) // sw for k in kxs] + [0] * (fw - len(kxs)))
+            oxs = [(px + pad_left - k * dw) // sw for k in kxs]
+            offx.append(oxs + [0] * (fw - len(kxs)))
             tap_rows += [ky * fw + kx for ky in kys for kx in kxs]
+            # one tap, read at the phase's own dy position
+            own_tap.append(oys == oxs == [0])
         if dnnl:
             band = min(row[6] for row in group)
             for row in group:
                 row[6] = band
-        one_own_tap = [row[4] == row[5] == 1 and oy == ox == 0 for row, oy, ox in
-                       zip(group, (o[0] for o in offy[-sw:]), (o[0] for o in offx[-sw:]))]
-        merged.append(dnnl and sw > 1 and all(one_own_tap) and wq * sw == W and wq == OW
+        merged.append(dnnl and sw > 1 and all(own_tap) and wq * sw == W and wq == OW
                       and hp <= OH)
         for row, span in zip(group, spans):
             k2 = row[4] * row[5] * OC
@@ -524,7 +531,8 @@ class _DnnlWorkers:
         from .. import _dnnl as D
         L = self.L = D.library()
         self.bits = in_dtype.itemsize == 2
-        self.mems, self.streams, self.scratch = [], [], []
+        self.owner = own = D.Owner()   # the memory objects and streams
+        streams, self.scratch = [], []
         t = _dnnl_type(in_dtype)
         # [phase][tail * 2 + add]: a Matmul, or None
         self.made = [[D.matmul(m, k, n, t, D.F32, 1, True, accumulate=add)
@@ -536,39 +544,26 @@ class _DnnlWorkers:
                             or [0])
         self.args = np.zeros((nt, len(shapes), 4, 4), np.dtype(D._ExecArg))
         arg_ids = (D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST, D.ARG_SCRATCHPAD)
-        try:
-            for t in range(nt):
-                scratch = np.empty(max(1, scratch_bytes), np.uint8)
-                self.scratch.append(scratch)
-                for ph, kinds in enumerate(self.made):
-                    for kind, x in enumerate(kinds):
-                        if x is None:
-                            continue
-                        for j, md in enumerate([m.value for m in x.mds] + [x.scratchpad_md]):
-                            mem = L.memory(md, D.ptr(scratch) if j == 3 else None)
-                            self.mems.append(mem)
-                            self.args[t, ph, kind, j] = (arg_ids[j], mem.value)
-                self.streams.append(L.new_stream())
-        except BaseException:
-            self.close()
-            raise
-        self.stream_ptrs = np.array([s.value for s in self.streams], np.uintp)
+        for t in range(nt):
+            scratch = np.empty(max(1, scratch_bytes), np.uint8)
+            self.scratch.append(scratch)
+            for ph, kinds in enumerate(self.made):
+                for kind, x in enumerate(kinds):
+                    if x is None:
+                        continue
+                    for j, md in enumerate([m.value for m in x.mds] + [x.scratchpad_md]):
+                        mem = own.own("dnnl_memory_destroy",
+                                      L.memory(md, D.ptr(scratch) if j == 3 else None))
+                        self.args[t, ph, kind, j] = (arg_ids[j], mem.value)
+            streams.append(own.own("dnnl_stream_destroy", L.new_stream()))
+        self.stream_ptrs = np.array([s.value for s in streams], np.uintp)
 
     def bind(self, plan):
         """Give ``plan`` these workers; returns the per-worker status array to check."""
-        status = np.zeros(len(self.streams), np.int32)
+        status = np.zeros(len(self.stream_ptrs), np.int32)
         plan.use_dnnl(self.L.execute_address, self.L.wait_address, self.L.set_handle_address,
                       self.prims, self.stream_ptrs, self.args, status, self.bits)
         return status
-
-    def close(self):
-        for mem in self.mems:
-            self.L.lib.dnnl_memory_destroy(mem)
-        for stream in self.streams:
-            self.L.lib.dnnl_stream_destroy(stream)
-        self.mems, self.streams = [], []
-
-    __del__ = close
 
 
 _DNNL_IDLE = {}                 # (shapes, workers) -> idle _DnnlWorkers, most recent last
@@ -622,11 +617,6 @@ def _use_gather(p):
     return p.N == 1 or (p.dtype == F32 and p.OC < p.C)
 
 
-def _axis_table(*args):
-    """conv.pxi's conv_axis_table."""
-    return _kernels.conv_axis_table(*args)
-
-
 def _onednn_gather(p, gemm):
     """Whether a conv runs the gather with oneDNN's matmuls of ``gemm``
     (conv.pxi's _dnnl_band): always, but for a strided filter whose taps do not overlap
@@ -637,10 +627,7 @@ def _onednn_gather(p, gemm):
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
     if not (disjoint and gemm == F32):
         return True
-    merged = _shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw,
-                            p.sh, p.sw, p.dh, p.dw, p.pad_top, p.pad_left, DNNL_GATHER_VALUES,
-                            True, False, False)[7]
-    return bool((merged >= 0).all())
+    return bool((_geometry(p, True, False, False)[7] >= 0).all())
 
 
 def _run_conv(problem):
@@ -659,8 +646,8 @@ def _run_conv(problem):
         dx = _half_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
                           p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    h_tab = _shared_tables(_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
-    w_tab = _shared_tables(_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
+    h_tab = _shared_tables(_kernels.conv_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
+    w_tab = _shared_tables(_kernels.conv_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
