@@ -183,6 +183,46 @@ def test_through_onednn_matmul_matches_reference(case, dtype, half_gemm, values,
     assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
+# Shapes whose stride phases read dy in column classes (each class of columns i = r, r + ntx,
+# ... reads runs of ntx dy pixels in place, or a shifted copy): 12 columns make an even dy
+# width; the taps per tap row are 2 (3x3 stride 2), 2 and 3 (5x5), 3 with shifts -1, 0 and 1
+# beside phases no tap reaches (dilation 2), and 1 (stride 3). ``values`` 1 and 40 make bands
+# of a row or a few, most inside dy and the first and last reaching beyond it.
+CLASS_CASES = [(3, 3, 2, 1, (0, 1, 0, 1)), (5, 5, 2, 1, (1, 2, 1, 2)), (3, 3, 2, 2, (2, 2, 2, 2)),
+               (3, 3, 3, 1, (1, 1, 1, 1))]
+
+
+@needs_onednn
+@pytest.mark.parametrize("values", [1, 40, 1 << 17])
+@pytest.mark.parametrize("case", CLASS_CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_through_onednn_column_classes_match_reference(case, dtype, half_gemm, values, rng,
+                                                       monkeypatch):
+    _onednn(monkeypatch, half_gemm, values)
+    got, ref, scale = _run(case, dtype, rng, h=22, w=12, c=5, oc=3)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+
+
+@needs_onednn
+@pytest.mark.parametrize("case", CLASS_CASES[:3], ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES[:2], ids=ONEDNN_IDS[:2])
+def test_through_onednn_column_classes_same_bits_on_any_thread_count(case, dtype, half_gemm,
+                                                                     monkeypatch):
+    _onednn(monkeypatch, half_gemm, 200)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3, 5):
+            T.set_num_threads(k)
+            outs.append(_run(case, dtype, np.random.default_rng(5), n=7, h=22, w=12, c=17,
+                             oc=33)[0])
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
 @needs_onednn
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (2, 2, 2, 1, (0, 0, 0, 0)),
                                   (3, 3, 1, 2, (2, 2, 2, 2))],

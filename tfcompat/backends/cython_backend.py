@@ -364,28 +364,53 @@ def _shared_tables(make, *args):
 
 def _geometry(p, dnnl, bits, short_bands):
     """This conv's :func:`_gather_geometry`, from the plan cache."""
+    # oneDNN's matmuls read dy's own values unless a half type is widened for float32 GEMMs
+    reads_dy = dnnl and (bits or p.dtype == F32)
     return _shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh,
                           p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
                           DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, bits,
-                          short_bands)
+                          short_bands, reads_dy)
+
+
+def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
+    """How many column classes a phase's GEMMs take (its info's last column, conv.pxi's
+    _dnnl_band; 0: none, the gather). Class r holds the phase's columns i = r, r + ntx, ...
+    (ntx: its taps per tap row); where the taps read consecutive dy columns and ntx divides
+    dy's width, class r's A rows are the runs of ntx pixels of dy shifted by offx[0] + r
+    columns, ntx apart: dy itself for the class with no shift, read in place in the bands
+    whose dy rows are all inside dy, and a shifted copy for the others (one copy of dy per
+    class instead of the gather's ntx). Used where one class has no shift, the matmuls read
+    dy's own values and at least half the phase's rows are in such bands (else the classes
+    copy as much as the gather, in GEMMs 1 / ntx as tall: C3's ran 2-3 % slower); with more
+    than one class only for sw > 1, whose phase outputs are placed column by column anyway."""
+    ntx = len(oxs)
+    if not (reads_dy and oys and ntx and wq == ow and ow % ntx == 0 and (ntx == 1 or sw > 1)):
+        return 0
+    if oxs != list(range(oxs[0], oxs[0] + ntx)) or not oxs[0] <= 0 < oxs[0] + ntx:
+        return 0
+    inside = sum(min(band, hp - j0) for j0 in range(0, hp, band)
+                 if j0 + min(oys) >= 0 and min(j0 + band, hp) - 1 + max(oys) < oh)
+    return ntx if 2 * inside >= hp else 0
 
 
 def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit,
-                     dnnl, bits, short_bands):
+                     dnnl, bits, short_bands, reads_dy):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
     taps' indices into the filter's fh * fw, A values, output values, merged row phases).
     ``limit``: the values of a band's A; ``bits``: A holds 16-bit values (in float32
     scratch); ``short_bands``: at most :data:`ONE_IMAGE_BAND_M` GEMM rows (rounded up to whole
-    rows). With oneDNN, a row phase py is merged (its entry: where its merged taps start in
-    the taps, else -1) where each of its sw > 1 phases takes one tap, read at the phase's own
-    dy position, and the phases fill dx's rows whole (conv.pxi's ph_merged)."""
+    rows); ``reads_dy``: oneDNN's matmuls can read dy's values in place (their column classes,
+    :func:`_column_classes`). With oneDNN, a row phase py is merged (its entry: where its
+    merged taps start in the taps, else -1) where each of its sw > 1 phases takes one tap, read
+    at the phase's own dy position, and the phases fill dx's rows whole (conv.pxi's
+    ph_merged)."""
     wq = -(-W // sw)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
     for py in range(sh):
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
         hp = len(range(py, H, sh))
-        group, spans, own_tap = [], [], []
+        group, spans, own_tap, reads = [], [], [], []
         for px in range(sw):
             # descending, so that the taps read dy's columns in ascending order: with
             # consecutive columns the kernel gathers them in one copy (_gather_band)
@@ -400,10 +425,11 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 band = limit // max(1, wp * len(kys) * len(kxs) * OC)
             if short_bands:
                 band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
-            group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0])
-            spans.append(span)
-            offy.append(oys + [0] * (fh - len(kys)))
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
+            group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
+            spans.append(span)
+            reads.append((oys, oxs))
+            offy.append(oys + [0] * (fh - len(kys)))
             offx.append(oxs + [0] * (fw - len(kxs)))
             tap_rows += [ky * fw + kx for ky in kys for kx in kxs]
             # one tap, read at the phase's own dy position
@@ -412,6 +438,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
             band = min(row[6] for row in group)
             for row in group:
                 row[6] = band
+            for row, (oys, oxs) in zip(group, reads):
+                row[8] = _column_classes(oys, oxs, hp, band, wq, OH, OW, sw, reads_dy)
         merged.append(dnnl and sw > 1 and all(own_tap) and wq * sw == W and wq == OW
                       and hp <= OH)
         for row, span in zip(group, spans):
@@ -579,12 +607,14 @@ def _dnnl_shapes(g, oc, c):
     (_, sw), info, merged = g[0], g[1], g[7]
     out = []
     merged = merged.tolist()
-    for py, px, hp, wp, taps_y, taps_x, band, _ in info.tolist():
+    for py, px, hp, wp, taps_y, taps_x, band, _, classes in info.tolist():
         kx, adds = taps_x * oc, taps_y > 1
         if merged[py] >= 0:
             out.append(((wp if px == 0 else 0, oc, False, sw * c), (0, oc, False, sw * c)))
         else:
-            out.append(((band * wp, kx, adds, c), ((hp % band) * wp, kx, adds, c)))
+            # a column class's GEMM has a 1 / classes of the band's rows
+            per = max(1, classes)
+            out.append(((band * wp // per, kx, adds, c), ((hp % band) * wp // per, kx, adds, c)))
     return tuple(out)
 
 

@@ -18,9 +18,10 @@
 #     whose inner dimension is taps * out_c instead of out_c (docs/performance.md);
 #   oneDNN (_dnnl_band; any N: the threads share out the bands of every image): the gather
 #     with oneDNN's single-threaded matmuls, one per tap row of each band, on float32 or on
-#     dy's own 16-bit values (bfloat16, float16); a row phase whose stride phases each take one
-#     tap at their own dy position (ph_merged) runs one matmul per dy row that writes a whole
-#     dx row. (A 1x1 half-type conv multiplied in its own type is one oneDNN matmul over the
+#     dy's own 16-bit values (bfloat16, float16), or, where a phase's taps read runs of dy's
+#     pixels, per column class on dy itself (mostly in place, no gather); a row phase whose
+#     stride phases each take one tap at their own dy position (ph_merged) runs one matmul
+#     per dy row that writes a whole dx row. (A 1x1 half-type conv multiplied in its own type is one oneDNN matmul over the
 #     whole batch, run by the Python layer.)
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
@@ -81,6 +82,9 @@ ctypedef fused word_t:
     uint16_t
     uint32_t
     uint64_t
+
+cdef enum:
+    PH_WIDTH = 9    # values per phase in ConvArgs.ph_info
 
 cdef enum:
     TAP_TILE = 16   # the transpose's square tiles: 16 x 16 elements, within L1 on both sides
@@ -148,7 +152,9 @@ cdef struct ConvArgs:
     bint gather
     Py_ssize_t sh, sw, phases, a_floats
     Py_ssize_t units        # the gather's units of work (bands) in one image: _units
-    const int32_t* ph_info      # [phases, 8]: py, px, Hp, Wp, taps_y, taps_x, band, b_offset
+    # [phases, PH_WIDTH]: py, px, Hp, Wp, taps_y, taps_x, band, b_offset, column classes
+    # (oneDNN only, _dnnl_band; 0: none)
+    const int32_t* ph_info
     const int32_t* ph_offy      # [phases, fh]: tap a of the phase reads dy row j + offy[a]
     const int32_t* ph_offx      # [phases, fw]
     const void* ph_b            # per phase [taps_y * taps_x * OC, C]: the filter's taps
@@ -362,19 +368,58 @@ cdef void _gather_band_bits(const uint16_t* dy, uint16_t* a, Py_ssize_t n, Py_ss
                     d = d + K2
 
 
-cdef inline bint _reads_dy_rows(const int32_t* info, const int32_t* offy, const int32_t* offx,
-                                const ConvArgs* c) noexcept nogil:
-    """True when a phase's gathered A would be dy itself: one tap, reading dy at the phase's
-    own positions, over whole dy rows."""
-    return (info[4] == 1 and info[5] == 1 and offy[0] == 0 and offx[0] == 0
-            and info[3] == c.OW and info[2] <= c.OH)
+cdef void _shifted_rows(const char* dy, char* a, Py_ssize_t n, Py_ssize_t oy0,
+                        Py_ssize_t count, Py_ssize_t shift, Py_ssize_t size,
+                        const ConvArgs* c) noexcept nogil:
+    """a[k, p] = dy[n, oy0 + k, p + shift] (OC values of ``size`` bytes), or 0 outside dy, for
+    k < count and p < OW: dy's rows shifted by ``shift`` columns, a column class's A."""
+    cdef Py_ssize_t pix = c.OC * size, row = c.OW * pix, k, oy
+    # the columns p that read inside dy: 0 <= p + shift < OW
+    cdef Py_ssize_t lo = min(c.OW, max(0, -shift))
+    cdef Py_ssize_t hi = max(lo, min(c.OW, c.OW - shift))
+    cdef char* d
+    for k in range(count):
+        oy = oy0 + k
+        d = a + k * row
+        if not (0 <= oy < c.OH):
+            memset(d, 0, row)
+            continue
+        memset(d, 0, lo * pix)
+        memcpy(d + lo * pix, dy + ((n * c.OH + oy) * c.OW + lo + shift) * pix, (hi - lo) * pix)
+        memset(d + hi * pix, 0, (c.OW - hi) * pix)
+
+
+cdef void _place_phase(const ConvArgs* c, void* dx, float* band_out, const float* ph_out,
+                       Py_ssize_t n, Py_ssize_t py, Py_ssize_t px, Py_ssize_t j0,
+                       Py_ssize_t rows, Py_ssize_t Wq, Py_ssize_t classes, Py_ssize_t r,
+                       bint scatter) noexcept nogil:
+    """Put phase (py, px)'s band output ph_out (or zeros, when NULL) where it belongs: column
+    class r of ``classes`` (output q: row q // m, column classes * (q % m) + r, m = Wq /
+    classes), straight into dx (``scatter``) or into the band's row buffer band_out, whose
+    rows are laid out as dx's, Wq * sw positions each."""
+    cdef Py_ssize_t m = Wq // classes, q, jj, i, col
+    cdef float* d
+    for q in range(rows * m):
+        jj = q // m
+        i = classes * (q % m) + r
+        if scatter:
+            col = px + c.sw * i
+            if col >= c.W:
+                continue    # the padding column
+            d = <float*>dx + ((n * c.H + py + c.sh * (j0 + jj)) * c.W + col) * c.C
+        else:
+            d = band_out + ((jj * Wq + i) * c.sw + px) * c.C
+        if ph_out == NULL:
+            memset(d, 0, c.C * sizeof(float))
+        else:
+            memcpy(d, ph_out + q * c.C, c.C * sizeof(float))
 
 
 cdef inline void _dnnl_gemm(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, bint tail,
                             bint add, const void* a, Py_ssize_t ta, void* out) noexcept nogil:
     """Worker t's GEMM of a band of phase p (``tail``: its last, shorter band) for tap row ta:
     out (float32) = a @ the phase's taps of that row, or out += that (``add``)."""
-    cdef const int32_t* info = c.ph_info + p * 8
+    cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     _dnnl_exec(c, p, t, tail * 2 + add, a, <const char*>c.ph_b
                + (info[7] + ta * info[5] * c.OC * c.C) * c.dn_b_size, out)
 
@@ -408,7 +453,7 @@ cdef void _gather_phase_band(const void* dy, real_acc* work, void* dx, Py_ssize_
     otherwise its rows are scattered (and rounded) into dx. Each dx element is one GEMM
     output, summed by BLAS in its own order (the conv is held to a tolerance)."""
     cdef Py_ssize_t rows, Wp, K2, r, i, j, C = c.C
-    cdef const int32_t* info = c.ph_info + p * 8
+    cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef real_acc* a = work
     cdef real_acc* out = work + c.a_floats
     cdef real_acc* row
@@ -455,19 +500,24 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     goes to column px, sw * C apart, and each dx row is rounded from one contiguous run, or
     copied (float32; with sw > 1 float32 phase outputs go straight to their dx positions
     instead); with stride 1 the GEMM writes that buffer itself, and dx too for float32. All
-    phases of a py have the same band. Each dx element is one GEMM output, summed by oneDNN's
+    phases of a py have the same band. A phase with column classes (info[8] > 0, the Python
+    layer's _column_classes) gathers nothing: class k (its columns i = k, k + taps_x, ...)
+    runs its GEMMs, 1 / classes of the band's rows each, on dy's rows shifted by
+    offx[0] + k columns, whose runs of taps_x pixels, taps_x apart, are its A rows: dy itself
+    for the class with no shift, where the band's dy rows are inside dy, else a copy
+    (_shifted_rows). Each dx element is one GEMM output, summed by oneDNN's
     single-threaded matmul in its own order: the same on the same shapes whichever worker
     runs it."""
-    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, i, ta, lo, hi, C = c.C
+    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, ta, lo, hi, k, shift, C = c.C
     cdef const int32_t* info
     cdef const int32_t* offy
-    cdef int32_t row_info[8]
+    cdef const int32_t* offx
+    cdef int32_t row_info[PH_WIDTH]
     cdef int32_t zero = 0
     cdef float* a = work
     cdef float* out = work + c.a_floats
     cdef float* band_out
     cdef float* ph_out
-    cdef float* d
     cdef bint tail
     cdef const char* src
     cdef bint native = c.storage == STORE_NATIVE
@@ -477,7 +527,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     cdef bint dy_is_a = native or c.dn_bits
     cdef Py_ssize_t dy_size = 4 if native else 2
     cdef Py_ssize_t a_size = 2 if c.dn_bits else 4
-    info = c.ph_info + py * c.sw * 8
+    info = c.ph_info + py * c.sw * PH_WIDTH
     Hp, Wq = info[2], info[3]
     rows = min(<Py_ssize_t>info[6], Hp - j0)
     tail = rows != info[6]
@@ -501,45 +551,52 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     ph_out = band_out if c.sw == 1 else out + info[6] * Wq * c.sw * C
     for px in range(c.sw):
         p = py * c.sw + px
-        info = c.ph_info + p * 8
+        info = c.ph_info + p * PH_WIDTH
         K2 = info[4] * info[5] * c.OC
         offy = c.ph_offy + p * c.fh
+        offx = c.ph_offx + p * c.fw
         if K2 == 0:
-            pass    # no tap reaches this phase: its dx elements are zero
-        elif dy_is_a and _reads_dy_rows(info, offy, c.ph_offx + p * c.fw, c):
-            _dnnl_gemm(c, p, t, tail, False, <const char*>dy
-                       + (n * c.OH + j0) * c.OW * c.OC * dy_size, 0, ph_out)
-        else:
-            # the dy rows j0 + lo .. j0 + rows - 1 + hi, one tap row each (offy = 0)
-            lo = hi = offy[0]
-            for ta in range(info[4]):
-                lo = min(lo, offy[ta])
-                hi = max(hi, offy[ta])
-            memcpy(row_info, info, 8 * sizeof(int32_t))
+            # no tap reaches this phase: its dx elements are zero
+            _place_phase(c, dx, band_out, NULL, n, py, px, j0, rows, Wq, 1, 0, scatter)
+            continue
+        # the band's tap rows read dy rows j0 + lo .. j0 + rows - 1 + hi (tap row ta of
+        # phase row j: dy row j + offy[ta])
+        lo = hi = offy[0]
+        for ta in range(info[4]):
+            lo = min(lo, offy[ta])
+            hi = max(hi, offy[ta])
+        if info[8] == 0:
+            # the gather: the dy rows with their taps_x taps each (one tap row, offy = 0)
+            memcpy(row_info, info, PH_WIDTH * sizeof(int32_t))
             row_info[4] = 1
             if c.dn_bits:
                 _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
-                                  rows + hi - lo, row_info, &zero, c.ph_offx + p * c.fw, c)
+                                  rows + hi - lo, row_info, &zero, offx, c)
             else:
-                _gather_band(dy, a, n, j0 + lo, rows + hi - lo, row_info, &zero,
-                             c.ph_offx + p * c.fw, c)
+                _gather_band(dy, a, n, j0 + lo, rows + hi - lo, row_info, &zero, offx, c)
             for ta in range(info[4]):
                 _dnnl_gemm(c, p, t, tail, ta > 0, <const char*>a
                            + (offy[ta] - lo) * Wq * info[5] * c.OC * a_size, ta, ph_out)
-        if c.sw == 1 and K2 != 0:
+            if c.sw > 1:
+                _place_phase(c, dx, band_out, ph_out, n, py, px, j0, rows, Wq, 1, 0, scatter)
             continue
-        for r in range(rows * Wq):
-            if scatter:
-                i = px + c.sw * (r % Wq)
-                if i >= c.W:
-                    continue    # the padding column
-                d = <float*>dx + ((n * c.H + py + c.sh * (j0 + r // Wq)) * c.W + i) * C
+        # column classes (the Python layer's _column_classes; dy_is_a): class k's A is dy's
+        # rows shifted by offx[0] + k columns, read in place where that is 0 and the rows are
+        # inside dy, else copied
+        for k in range(info[8]):
+            shift = offx[0] + k
+            if shift == 0 and j0 + lo >= 0 and j0 + rows - 1 + hi < c.OH:
+                src = <const char*>dy + (n * c.OH + j0 + lo) * c.OW * c.OC * dy_size
             else:
-                d = band_out + (r * c.sw + px) * C
-            if K2 == 0:
-                memset(d, 0, C * sizeof(float))
-            else:
-                memcpy(d, ph_out + r * C, C * sizeof(float))
+                _shifted_rows(<const char*>dy, <char*>a, n, j0 + lo, rows + hi - lo, shift,
+                              dy_size, c)
+                src = <const char*>a
+            for ta in range(info[4]):
+                _dnnl_gemm(c, p, t, tail, ta > 0, src + (offy[ta] - lo) * c.OW * c.OC * dy_size,
+                           ta, ph_out)
+            if c.sw > 1:
+                _place_phase(c, dx, band_out, ph_out, n, py, px, j0, rows, Wq, info[8], k,
+                             scatter)
     if not (into_dx or scatter):
         for jj in range(rows):
             r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
@@ -554,8 +611,10 @@ cdef inline Py_ssize_t _units(const ConvArgs* c, Py_ssize_t step) noexcept nogil
     """The gather's units of work in one image: the bands of every phase p = 0, step, ...
     (step 1: each phase is its own unit; sw: the phases of a row phase py go together)."""
     cdef Py_ssize_t p = 0, total = 0
+    cdef const int32_t* info
     while p < c.phases:
-        total += (c.ph_info[p * 8 + 2] + c.ph_info[p * 8 + 6] - 1) // c.ph_info[p * 8 + 6]
+        info = c.ph_info + p * PH_WIDTH
+        total += (info[2] + info[6] - 1) // info[6]
         p = p + step
     return total
 
@@ -567,7 +626,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
     cdef Py_ssize_t p = 0, nb, step = c.sw if c.dnnl else 1, k = u % c.units
     cdef const int32_t* info
     while p < c.phases:
-        info = c.ph_info + p * 8
+        info = c.ph_info + p * PH_WIDTH
         nb = (info[2] + info[6] - 1) // info[6]
         if k < nb:
             if not c.dnnl:
@@ -671,7 +730,7 @@ cdef class ConvPlan:
             c.ph_offx = <const int32_t*>_data(offx)
             c.ph_b = _data(taps)
             c.ph_merged = <const int32_t*>_data(merged)
-            TFC_CHECK(merged.shape[0] == c.sh)
+            TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
@@ -702,6 +761,10 @@ cdef class ConvPlan:
                                                                    * c.phases * 16)
                   * sizeof(DnnlExecArg)
                   and cnp.PyArray_SIZE(status) == cnp.PyArray_SIZE(streams))
+        cdef Py_ssize_t p
+        for p in range(c.phases):
+            # column classes read dy's own values (_dnnl_band)
+            TFC_CHECK(c.ph_info[p * PH_WIDTH + 8] == 0 or bits or c.storage == STORE_NATIVE)
         self.tables = self.tables + (prims, streams, args, status)
         c.dn_execute = <dnnl_execute_f>execute
         c.dn_wait = <dnnl_wait_f>wait
