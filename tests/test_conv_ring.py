@@ -164,78 +164,55 @@ def test_1x1_through_onednn_matches_reference(fmt, dtype, half_gemm, rng, monkey
 
 # With oneDNN installed (TFCOMPAT_ONEDNN=auto) every conv of two or more images but float64
 # runs the gather with oneDNN's single-threaded matmul per band of each stride phase (float32
-# with a strided filter whose taps do not overlap keeps the col2im). The extra cases: a 2x2
-# stride-2 filter on an even input, whose phases read dy itself (no gather), and 3x3 stride 1.
-# ``values`` 1 and 40 make many bands and a shorter last band.
-ONEDNN_CASES = CASES + [(2, 2, 2, 1, (0, 0, 0, 0)), (1, 1, 2, 1, (0, 0, 0, 0)),
-                        (3, 3, 1, 1, (1, 1, 1, 1))]
+# with a strided filter whose taps do not overlap keeps the col2im). The extra cases, 10 columns
+# wide: a 2x2 stride-2 filter on an even input, whose phases read dy itself (no gather), and
+# 3x3 stride 1. Then shapes whose stride phases read dy in column classes (each class of
+# columns i = r, r + ntx, ... reads runs of ntx dy pixels in place, or a shifted copy), 12
+# columns wide for an even dy width: taps per tap row 2 (3x3 stride 2), 2 and 3 (5x5), 3 with
+# shifts -1, 0 and 1 beside phases no tap reaches (dilation 2), and 1 (stride 3). ``values``
+# 1 and 40 make many bands and a shorter last band (for the classes, bands of a row or a few,
+# most inside dy and the first and last reaching beyond it).
+CLASS_CASES = [(3, 3, 2, 1, (0, 1, 0, 1)), (5, 5, 2, 1, (1, 2, 1, 2)), (3, 3, 2, 2, (2, 2, 2, 2)),
+               (3, 3, 3, 1, (1, 1, 1, 1))]
+ONEDNN_CASES = ([(case, 10) for case in CASES + [(2, 2, 2, 1, (0, 0, 0, 0)),
+                                                 (1, 1, 2, 1, (0, 0, 0, 0)),
+                                                 (3, 3, 1, 1, (1, 1, 1, 1))]]
+                + [(case, 12) for case in CLASS_CASES])
+
+
+def _case_id(case_w):
+    case, w = case_w
+    return "k{}x{}_s{}_d{}_p{}".format(*case) + f"_w{w}"
 
 
 @needs_onednn
 @pytest.mark.parametrize("values", [1, 40, 1 << 19])
-@pytest.mark.parametrize("case", ONEDNN_CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("case_w", ONEDNN_CASES, ids=_case_id)
 @pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
-def test_through_onednn_matmul_matches_reference(case, dtype, half_gemm, values, rng,
+def test_through_onednn_matmul_matches_reference(case_w, dtype, half_gemm, values, rng,
                                                  monkeypatch):
     _onednn(monkeypatch, half_gemm, values)
-    got, ref, scale = _run(case, dtype, rng, h=22, w=10, c=5, oc=3)
-    assert got.dtype == np.dtype(dtype)
-    assert_close(got, ref, scale, dtype, CONV_TOL)
-
-
-# Shapes whose stride phases read dy in column classes (each class of columns i = r, r + ntx,
-# ... reads runs of ntx dy pixels in place, or a shifted copy): 12 columns make an even dy
-# width; the taps per tap row are 2 (3x3 stride 2), 2 and 3 (5x5), 3 with shifts -1, 0 and 1
-# beside phases no tap reaches (dilation 2), and 1 (stride 3). ``values`` 1 and 40 make bands
-# of a row or a few, most inside dy and the first and last reaching beyond it.
-CLASS_CASES = [(3, 3, 2, 1, (0, 1, 0, 1)), (5, 5, 2, 1, (1, 2, 1, 2)), (3, 3, 2, 2, (2, 2, 2, 2)),
-               (3, 3, 3, 1, (1, 1, 1, 1))]
-
-
-@needs_onednn
-@pytest.mark.parametrize("values", [1, 40, 1 << 17])
-@pytest.mark.parametrize("case", CLASS_CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
-def test_through_onednn_column_classes_match_reference(case, dtype, half_gemm, values, rng,
-                                                       monkeypatch):
-    _onednn(monkeypatch, half_gemm, values)
-    got, ref, scale = _run(case, dtype, rng, h=22, w=12, c=5, oc=3)
+    case, w = case_w
+    got, ref, scale = _run(case, dtype, rng, h=22, w=w, c=5, oc=3)
     assert got.dtype == np.dtype(dtype)
     assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
 @needs_onednn
-@pytest.mark.parametrize("case", CLASS_CASES[:3], ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES[:2], ids=ONEDNN_IDS[:2])
-def test_through_onednn_column_classes_same_bits_on_any_thread_count(case, dtype, half_gemm,
-                                                                     monkeypatch):
-    _onednn(monkeypatch, half_gemm, 200)
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3, 5):
-            T.set_num_threads(k)
-            outs.append(_run(case, dtype, np.random.default_rng(5), n=7, h=22, w=12, c=17,
-                             oc=33)[0])
-    finally:
-        T.set_num_threads(old)
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
-
-
-@needs_onednn
-@pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (2, 2, 2, 1, (0, 0, 0, 0)),
-                                  (3, 3, 1, 2, (2, 2, 2, 2))],
-                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("case_w", [((3, 3, 2, 1, (1, 2, 0, 1)), 10),
+                                    ((2, 2, 2, 1, (0, 0, 0, 0)), 10),
+                                    ((3, 3, 1, 2, (2, 2, 2, 2)), 10)]
+                         + [(case, 12) for case in CLASS_CASES[:3]], ids=_case_id)
 @pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
-def test_through_onednn_same_bits_on_any_thread_count(case, dtype, half_gemm, monkeypatch):
+def test_through_onednn_same_bits_on_any_thread_count(case_w, dtype, half_gemm, monkeypatch):
     _onednn(monkeypatch, half_gemm, 200)
+    case, w = case_w
     old = T.get_num_threads()
     outs = []
     try:
         for k in (1, 2, 3, 5):
             T.set_num_threads(k)
-            outs.append(_run(case, dtype, np.random.default_rng(5), n=7, h=22, w=10, c=17,
+            outs.append(_run(case, dtype, np.random.default_rng(5), n=7, h=22, w=w, c=17,
                              oc=33)[0])
     finally:
         T.set_num_threads(old)
