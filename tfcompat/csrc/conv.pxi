@@ -21,8 +21,8 @@
 #     dy's own 16-bit values (bfloat16, float16), or, where a phase's taps read runs of dy's
 #     pixels, per column class on dy itself (mostly in place, no gather); a row phase whose
 #     stride phases each take one tap at their own dy position (ph_merged) runs one matmul
-#     per dy row that writes a whole dx row. (A 1x1 half-type conv multiplied in its own type is one oneDNN matmul over the
-#     whole batch, run by the Python layer.)
+#     per dy row that writes a whole dx row. (A 1x1 half-type conv multiplied in its own type
+#     is one oneDNN matmul over the whole batch, run by the Python layer.)
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
