@@ -508,7 +508,8 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     (_shifted_rows). Each dx element is one GEMM output, summed by oneDNN's
     single-threaded matmul in its own order: the same on the same shapes whichever worker
     runs it."""
-    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, ta, lo, hi, k, shift, C = c.C
+    cdef Py_ssize_t px, p, rows, Hp, Wq, K2, r, jj, ta, lo, hi, k, shift, classes, a_row
+    cdef Py_ssize_t C = c.C
     cdef const int32_t* info
     cdef const int32_t* offy
     cdef const int32_t* offx
@@ -565,37 +566,32 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
         for ta in range(info[4]):
             lo = min(lo, offy[ta])
             hi = max(hi, offy[ta])
-        if info[8] == 0:
-            # the gather: the dy rows with their taps_x taps each (one tap row, offy = 0)
-            memcpy(row_info, info, PH_WIDTH * sizeof(int32_t))
-            row_info[4] = 1
-            if c.dn_bits:
-                _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
-                                  rows + hi - lo, row_info, &zero, offx, c)
-            else:
-                _gather_band(dy, a, n, j0 + lo, rows + hi - lo, row_info, &zero, offx, c)
-            for ta in range(info[4]):
-                _dnnl_gemm(c, p, t, tail, ta > 0, <const char*>a
-                           + (offy[ta] - lo) * Wq * info[5] * c.OC * a_size, ta, ph_out)
-            if c.sw > 1:
-                _place_phase(c, dx, band_out, ph_out, n, py, px, j0, rows, Wq, 1, 0, scatter)
-            continue
-        # column classes (the Python layer's _column_classes; dy_is_a): class k's A is dy's
-        # rows shifted by offx[0] + k columns, read in place where that is 0 and the rows are
-        # inside dy, else copied
-        for k in range(info[8]):
+        # A per tap row: the gather's dy rows with their taps_x taps each (classes 0, one
+        # tap row, offy = 0), or column class k's dy rows shifted by offx[0] + k columns
+        # (the Python layer's _column_classes; dy_is_a), read in place where that is 0 and
+        # the rows are inside dy, else copied; a_row: the bytes of one dy row's A
+        classes = max(1, info[8])
+        a_row = Wq * info[5] * c.OC * a_size if info[8] == 0 else c.OW * c.OC * dy_size
+        for k in range(classes):
             shift = offx[0] + k
-            if shift == 0 and j0 + lo >= 0 and j0 + rows - 1 + hi < c.OH:
+            src = <const char*>a
+            if info[8] == 0:
+                memcpy(row_info, info, PH_WIDTH * sizeof(int32_t))
+                row_info[4] = 1
+                if c.dn_bits:
+                    _gather_band_bits(<const uint16_t*>dy, <uint16_t*>a, n, j0 + lo,
+                                      rows + hi - lo, row_info, &zero, offx, c)
+                else:
+                    _gather_band(dy, a, n, j0 + lo, rows + hi - lo, row_info, &zero, offx, c)
+            elif shift == 0 and j0 + lo >= 0 and j0 + rows - 1 + hi < c.OH:
                 src = <const char*>dy + (n * c.OH + j0 + lo) * c.OW * c.OC * dy_size
             else:
                 _shifted_rows(<const char*>dy, <char*>a, n, j0 + lo, rows + hi - lo, shift,
                               dy_size, c)
-                src = <const char*>a
             for ta in range(info[4]):
-                _dnnl_gemm(c, p, t, tail, ta > 0, src + (offy[ta] - lo) * c.OW * c.OC * dy_size,
-                           ta, ph_out)
+                _dnnl_gemm(c, p, t, tail, ta > 0, src + (offy[ta] - lo) * a_row, ta, ph_out)
             if c.sw > 1:
-                _place_phase(c, dx, band_out, ph_out, n, py, px, j0, rows, Wq, info[8], k,
+                _place_phase(c, dx, band_out, ph_out, n, py, px, j0, rows, Wq, classes, k,
                              scatter)
     if not (into_dx or scatter):
         for jj in range(rows):
@@ -607,14 +603,17 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
                          c.storage == STORE_BFLOAT16)
 
 
+cdef inline Py_ssize_t _bands(const int32_t* info) noexcept nogil:
+    """A phase's bands in one image: ceil(Hp / band)."""
+    return (info[2] + info[6] - 1) // info[6]
+
+
 cdef inline Py_ssize_t _units(const ConvArgs* c, Py_ssize_t step) noexcept nogil:
     """The gather's units of work in one image: the bands of every phase p = 0, step, ...
     (step 1: each phase is its own unit; sw: the phases of a row phase py go together)."""
     cdef Py_ssize_t p = 0, total = 0
-    cdef const int32_t* info
     while p < c.phases:
-        info = c.ph_info + p * PH_WIDTH
-        total += (info[2] + info[6] - 1) // info[6]
+        total += _bands(c.ph_info + p * PH_WIDTH)
         p = p + step
     return total
 
@@ -627,7 +626,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
     cdef const int32_t* info
     while p < c.phases:
         info = c.ph_info + p * PH_WIDTH
-        nb = (info[2] + info[6] - 1) // info[6]
+        nb = _bands(info)
         if k < nb:
             if not c.dnnl:
                 _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], c)
