@@ -125,6 +125,7 @@ ONEDNN_IDS = ["float32", "bfloat16", "bfloat16-as-f32", "float16", "float16-as-f
 
 def _onednn(monkeypatch, half_gemm, values=None):
     monkeypatch.setattr(cython_backend, "ONEDNN", "auto")
+    monkeypatch.setattr(cython_backend, "CONV_TILES", "off")   # float32: oneDNN's matmuls
     monkeypatch.setattr(cython_backend, "HALF_GEMM", half_gemm)
     if values is not None:
         monkeypatch.setattr(cython_backend, "DNNL_GATHER_VALUES", values)
@@ -380,3 +381,107 @@ def test_bfloat16_through_onednn_leaves_openmp_settings_alone(rng, monkeypatch):
                                 rng.standard_normal((2, 5, 4, 4)).astype(bf),
                                 strides=[1, 2, 2, 1], padding="SAME")
         assert gomp.omp_get_max_threads() == before
+
+
+# The tile kernel (tiles.h, conv.pxi's _tile_phase_band): float32 with C a multiple of 16 on a
+# CPU with AVX512F. Without oneDNN (TFCOMPAT_ONEDNN=off here) every such conv but a 1x1,
+# stride-1, unpadded one takes it. C = 16 (one block of one vector) and 80 (a block of 64 and one
+# of 16); OC = 3 (many taps in one step) and 130 (chunks of 128 and 2 channels); widths 9 and 23
+# (tiles of 5 and 4, of 6, 6, 6 and 5); strides above the filter size leave phases no tap
+# reaches.
+def _tiles_missing():
+    from tfcompat import _simd
+    if not _simd.kernels.conv_tiles_built():
+        return "the tile kernel is not compiled in (not x86-64 with GCC or Clang)"
+    if not _simd.cpu_has("AVX512F"):
+        return "this CPU has no AVX512F"
+    return None
+
+
+needs_tiles = pytest.mark.skipif(_tiles_missing() is not None, reason=str(_tiles_missing()))
+
+
+def _tiles(monkeypatch):
+    """Through our kernels without oneDNN; returns the list of _use_tiles's answers, one per
+    call, to show which calls took the tile kernel."""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    monkeypatch.setattr(cython_backend, "CONV_TILES", "auto")
+    used, real = [], cython_backend._use_tiles
+
+    def spy(*args):
+        used.append(real(*args))
+        return used[-1]
+
+    monkeypatch.setattr(cython_backend, "_use_tiles", spy)
+    return used
+
+
+def _direct(case):
+    fh, fw, s, _, pads = case
+    return (fh, fw, s, pads) == (1, 1, 1, (0, 0, 0, 0))
+
+
+@needs_tiles
+@pytest.mark.parametrize("c, oc, w", [(16, 3, 9), (80, 130, 23)])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_tiles_match_reference(case, c, oc, w, rng, monkeypatch):
+    used = _tiles(monkeypatch)
+    got, ref, scale = _run(case, np.float32, rng, n=2, h=13, w=w, c=c, oc=oc)
+    assert used == [not _direct(case)]
+    assert got.dtype == np.float32
+    assert_close(got, ref, scale, np.float32, CONV_TOL)
+
+
+@needs_tiles
+@pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2)),
+                                  (2, 2, 2, 1, (0, 0, 0, 0))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_tiles_same_bits_on_any_thread_count(case, monkeypatch):
+    used = _tiles(monkeypatch)
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)   # several bands per phase
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3, 5):
+            T.set_num_threads(k)
+            outs.append(_run(case, np.float32, np.random.default_rng(5), n=5, h=22, w=23,
+                             c=48, oc=20)[0])
+    finally:
+        T.set_num_threads(old)
+    assert all(used) and len(used) == 4
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
+@needs_tiles
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_tiles_one_image_shares_its_bands_between_threads(case, monkeypatch):
+    used = _tiles(monkeypatch)
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
+    _one_image_on_1_2_3_threads(case, np.float32, 9, h=22, w=10, c=32, oc=5)
+    assert all(used) and len(used) == 3
+
+
+@needs_tiles
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+def test_tiles_put_each_tap_at_its_dx_position(nchw, monkeypatch):
+    """3x3 filter, stride 2, VALID, C = 80: dy is 1 at (i, j) = (1, 2) of a 4x4 dy (channel 0)
+    and 0 elsewhere, so dx[2 + a, 4 + b, c] = w[a, b, c, 0] and every other dx element is 0
+    (hand arithmetic: one product per dx element; small integers, exact in float32)."""
+    used = _tiles(monkeypatch)
+    c, oc = 80, 3
+    w = (np.arange(3 * 3 * c * oc).reshape(3, 3, c, oc) % 11 - 5).astype(np.float32)
+    dy = np.zeros((2, 4, 4, oc), np.float32)
+    dy[1, 1, 2, 0] = 1
+    want = np.zeros((2, 9, 9, c), np.float64)
+    want[1, 2:5, 4:7, :] = w[:, :, :, 0]
+    sizes, strides = [2, 9, 9, c], [1, 2, 2, 1]
+    if nchw:
+        dy, want = dy.transpose(0, 3, 1, 2).copy(), want.transpose(0, 3, 1, 2)
+        sizes, strides = [2, c, 9, 9], [1, 1, 2, 2]
+    got = T.conv2d_backprop_input(sizes, w, dy, strides=strides, padding="VALID",
+                                  data_format="NCHW" if nchw else "NHWC")
+    assert used == [True]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.astype(np.float64), want)

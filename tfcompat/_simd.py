@@ -14,12 +14,18 @@ import os
 from . import _kernels as _baseline
 
 
-def _cpu_has_avx2():
+def cpu_has(feature):
+    """Whether this CPU (and OS) runs ``feature``, a NumPy CPU feature name such as 'AVX2' or
+    'AVX512F': NumPy also checks that the OS saves the registers' state."""
     try:
         from numpy._core._multiarray_umath import __cpu_features__
     except ImportError:  # numpy < 2
         from numpy.core._multiarray_umath import __cpu_features__
-    return bool(__cpu_features__.get("AVX2"))  # numpy also checks the OS saves the AVX state
+    return bool(__cpu_features__.get(feature))
+
+
+def _cpu_has_avx2():
+    return cpu_has("AVX2")
 
 
 def _load_avx2():

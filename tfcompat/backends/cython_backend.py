@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from .. import _checks as ck, _conv as _conv_policy, _memory, _resample as rs, _tables
-from .._simd import kernels as _kernels
+from .._simd import cpu_has as _cpu_has, kernels as _kernels
 from .._threads import get_num_threads
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, PARAMETER_INPUTS,
                             RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
@@ -310,9 +310,12 @@ ONE_IMAGE_BAND_M = 128
 # float32/float64/float16 (and bfloat16 without oneDNN's matmul) with two or more images:
 # "auto" picks (_use_gather), "gather" forces the gather strategy, any other value the col2im
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
+# float32 on the tile kernel (conv.pxi's _tile_phase_band): "auto" where it runs (_use_tiles),
+# "off" never
+CONV_TILES = os.environ.get("TFCOMPAT_CONV_TILES", "auto")
 
 
-def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False):
+def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
@@ -325,10 +328,22 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False):
     ``dnnl`` (conv.pxi's _dnnl_band, ``ct`` the matmuls' input type): every phase gets
     Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
     dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
-    is float32."""
+    is float32.
+
+    ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
+    oneDNN, and as scratch only the tile kernel's pointers and a row of zeros."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
         p, dnnl, ct.itemsize == 2, short_bands)
-    taps = _filter_taps(p.filter, tap_rows, ct, nthreads)
+    if tiles:
+        # conv.pxi's _tile_phase_band: two pointers (2 floats each) and an int32 column per
+        # tap, the tile's pointers, OC zeros and a row's running totals; even, so that every
+        # worker's pointers are 8-byte aligned
+        taps = p.fh * p.fw
+        a_values = (5 * taps + 2 * _kernels.CONV_TILE_POINTERS + p.OC
+                    + _kernels.CONV_TILE_BLOCK * p.W)
+        a_values, out_values = a_values + a_values % 2, 0
+    taps = _filter_taps(p.filter, tap_rows, ct, nthreads,
+                        _kernels.CONV_TILE_BLOCK if tiles else 0)
     if (merged >= 0).any():
         # a merged row phase's taps side by side: [OC, sw * C], after every phase's own
         blocks = [taps]
@@ -461,13 +476,14 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
             a_values, out_values, np.asarray(starts, np.int32))
 
 
-def _filter_taps(filt, tap_rows, ct, nthreads):
+def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
     """The filter's taps ``tap_rows`` (of its fh * fw, in order), each as an [OC, C] matrix,
-    flat, in ``ct`` (the filter's dtype, or float32 for a half type the GEMMs widen)."""
+    flat, in ``ct`` (the filter's dtype, or float32 for a half type the GEMMs widen); with
+    ``block``, each matrix as blocks of that many columns (conv_filter_taps)."""
     fh, fw, c, oc = filt.shape
     w = np.ascontiguousarray(filt).reshape(fh * fw, c, oc)
     taps = np.empty((len(tap_rows), oc, c), w.dtype)
-    _kernels.conv_filter_taps(w, tap_rows, taps, nthreads)
+    _kernels.conv_filter_taps(w, tap_rows, taps, nthreads, block)
     return (taps if taps.dtype == ct else to_float32(taps, nthreads)).reshape(-1)
 
 
@@ -647,6 +663,26 @@ def _use_gather(p):
     return p.N == 1 or (p.dtype == F32 and p.OC < p.C)
 
 
+def _use_tiles(p, gemm, direct):
+    """float32 on the tile kernel (conv.pxi's _tile_phase_band, tiles.h): where it is compiled
+    in, the CPU has AVX512F, C is a multiple of 16 (a tile is 16 to 64 channels wide) and the
+    conv is not a 1x1, stride-1, unpadded one (``direct``: one GEMM per image, as fast or
+    faster). It reads dy in place, sums each tile in registers and stores it at its dx
+    position: no gathered copy and no output to place. With oneDNN's matmuls (``gemm``), a
+    conv whose row phases all merge (C5's 2x2 stride 2) keeps them: one GEMM per dy row that
+    writes a dx row was faster there (docs/performance.md)."""
+    if not (CONV_TILES != "off" and CONV_STRATEGY == "auto" and p.dtype == F32
+            and not direct and p.C % 16 == 0 and _kernels.conv_tiles_built()
+            and _cpu_has("AVX512F")):
+        return False
+    return gemm is None or not _all_merged(p)
+
+
+def _all_merged(p):
+    """Whether every row phase of this conv merges with oneDNN (_gather_geometry)."""
+    return bool((_geometry(p, True, False, False)[7] >= 0).all())
+
+
 def _onednn_gather(p, gemm):
     """Whether a conv runs the gather with oneDNN's matmuls of ``gemm``
     (conv.pxi's _dnnl_band): always, but for a strided filter whose taps do not overlap
@@ -657,7 +693,7 @@ def _onednn_gather(p, gemm):
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
     if not (disjoint and gemm == F32):
         return True
-    return bool((_geometry(p, True, False, False)[7] >= 0).all())
+    return _all_merged(p)
 
 
 def _run_conv(problem):
@@ -681,9 +717,12 @@ def _run_conv(problem):
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
-    dnnl = gemm is not None and _onednn_gather(p, gemm)
+    tiles = _use_tiles(p, gemm, direct)
+    dnnl = not tiles and gemm is not None and _onednn_gather(p, gemm)
     one_1x1 = direct and p.N == 1
-    if dnnl:
+    if tiles:
+        gather = gather_tables(p, ct, False, nthreads, one_1x1, tiles=True)
+    elif dnnl:
         gather = gather_tables(p, gemm, True, nthreads, one_1x1)
     elif (not direct or (one_1x1 and half is not None)) and _use_gather(p):
         # a half-type 1x1 image too: its one GEMM would run on BLAS's threads between our
@@ -699,7 +738,7 @@ def _run_conv(problem):
                  else (p.OH, p.OH))
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
                              per_image, direct, band, cap, _STORAGE[half], ct == F64, gather,
-                             dnnl)
+                             dnnl, tiles)
     nt = max(1, min(nthreads, plan.units())) if per_image else nthreads
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None

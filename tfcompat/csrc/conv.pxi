@@ -23,6 +23,10 @@
 #     stride phases each take one tap at their own dy position (ph_merged) runs one matmul
 #     per dy row that writes a whole dx row. (A 1x1 half-type conv multiplied in its own type
 #     is one oneDNN matmul over the whole batch, run by the Python layer.)
+#   tiles (_tile_phase_band, tiles.h; float32, C a multiple of 16, AVX512F; any N: the threads
+#     share out the bands of every image): the gather's stride phases without a gather or a
+#     GEMM: each tile of 6 dx pixels by 64 channels sums its taps' products from dy in place,
+#     in registers, and is stored at its dx positions.
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
@@ -40,6 +44,30 @@ ctypedef int (*dnnl_execute_f)(const void* primitive, void* stream, int nargs,
                                const void* args) noexcept nogil
 ctypedef int (*dnnl_wait_f)(void* stream) noexcept nogil
 ctypedef int (*dnnl_set_handle_f)(void* memory, void* handle) noexcept nogil
+
+cdef extern from "tiles.h":
+    enum: TFC_TILE_M
+    enum: TFC_TILE_C
+    enum: TFC_TILE_SEGS
+    int tfc_tiles_built() noexcept nogil
+    void tile_row "tfc_tile_row"(const float* const* rows, const int32_t* cols,
+                                 const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
+                                 Py_ssize_t K, Py_ssize_t C, const float* zero, const float** a,
+                                 float* buf, float* out, Py_ssize_t width,
+                                 Py_ssize_t ps) noexcept nogil
+
+
+def conv_tiles_built():
+    """True where the conv's AVX-512 tile kernel (tiles.h) is compiled in (x86-64, GCC or
+    Clang); the Python layer also checks that the CPU has AVX512F before it plans one."""
+    return bool(tfc_tiles_built())
+
+
+# the tile kernel's pointers per tile, and its filter blocks' columns (conv_filter_taps's
+# ``block``)
+CONV_TILE_POINTERS = TFC_TILE_SEGS * TFC_TILE_M
+CONV_TILE_BLOCK = TFC_TILE_C
+
 
 cdef struct DnnlExecArg:    # dnnl_exec_arg_t
     int arg
@@ -91,46 +119,57 @@ cdef enum:
 
 
 cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
-                     Py_ssize_t o0) noexcept nogil:
+                     Py_ssize_t o0, Py_ssize_t bw) noexcept nogil:
     """out[o, c] = w[c, o] for o in o0 .. o0 + TAP_TILE (and below OC), every c: one tap's
-    [C, OC] transposed into [OC, C], tile by tile."""
-    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC)
+    [C, OC] transposed into [OC, C], tile by tile; with column blocks (bw, a multiple of
+    TAP_TILE), as [C / bw] blocks of [OC, bw] (the last one narrower)."""
+    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width
+    cdef word_t* d
     while c0 < C:
         c1 = min(c0 + TAP_TILE, C)
+        b0 = c0 - c0 % bw
+        width = min(bw, C - b0)
+        d = out + b0 * OC
         for o in range(o0, o1):
             for c in range(c0, c1):
-                out[o * C + c] = w[c * OC + o]
+                d[o * width + c - b0] = w[c * OC + o]
         c0 = c1
 
 
 cdef void _filter_taps(const word_t* w, const int32_t* rows, word_t* out, Py_ssize_t taps,
-                       Py_ssize_t C, Py_ssize_t OC, int num_threads) noexcept nogil:
+                       Py_ssize_t C, Py_ssize_t OC, Py_ssize_t bw,
+                       int num_threads) noexcept nogil:
     cdef Py_ssize_t u, i, blocks = (OC + TAP_TILE - 1) // TAP_TILE
     for u in prange(taps * blocks, schedule='static', num_threads=num_threads):
         i = u // blocks
-        _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE)
+        _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE, bw)
 
 
-def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_threads):
+def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_threads,
+                     Py_ssize_t block=0):
     """out[i, o, c] = w[rows[i], c, o]: the filter's taps ``rows`` (indices into its
     fh * fw taps, proven in range by the caller) as [OC, C] matrices, the B of the gather's
     GEMMs; in parallel, a copy of each element's bits. w: [fh * fw, C, OC], out:
-    [len(rows), OC, C], C-contiguous, of one element size (2, 4 or 8 bytes)."""
+    [len(rows), OC, C], C-contiguous, of one element size (2, 4 or 8 bytes). ``block`` (a
+    multiple of 16; 0: C): each tap's matrix as column blocks, [OC, block] each (the last one
+    narrower), one after the other (the tile kernel's filter, tiles.h)."""
     cdef Py_ssize_t taps = cnp.PyArray_SIZE(rows), size = cnp.PyArray_ITEMSIZE(w)
     cdef Py_ssize_t C = cnp.PyArray_DIM(w, 1), OC = cnp.PyArray_DIM(w, 2)
+    cdef Py_ssize_t bw = block if block > 0 else C
     cdef const void* s = cnp.PyArray_DATA(w)
     cdef const int32_t* r = <const int32_t*>cnp.PyArray_DATA(rows)
     cdef void* d = cnp.PyArray_DATA(out)
     TFC_CHECK(cnp.PyArray_NDIM(w) == 3 and cnp.PyArray_ITEMSIZE(out) == size
               and cnp.PyArray_ITEMSIZE(rows) == 4
-              and cnp.PyArray_SIZE(out) == taps * C * OC and size in (2, 4, 8))
+              and cnp.PyArray_SIZE(out) == taps * C * OC and size in (2, 4, 8)
+              and (bw == C or bw % TAP_TILE == 0))
     with nogil:
         if size == 2:
-            _filter_taps(<const uint16_t*>s, r, <uint16_t*>d, taps, C, OC, num_threads)
+            _filter_taps(<const uint16_t*>s, r, <uint16_t*>d, taps, C, OC, bw, num_threads)
         elif size == 4:
-            _filter_taps(<const uint32_t*>s, r, <uint32_t*>d, taps, C, OC, num_threads)
+            _filter_taps(<const uint32_t*>s, r, <uint32_t*>d, taps, C, OC, bw, num_threads)
         else:
-            _filter_taps(<const uint64_t*>s, r, <uint64_t*>d, taps, C, OC, num_threads)
+            _filter_taps(<const uint64_t*>s, r, <uint64_t*>d, taps, C, OC, bw, num_threads)
 
 
 cdef struct ConvArgs:
@@ -162,6 +201,8 @@ cdef struct ConvArgs:
     # (py, px) takes one tap, read at its own dy position, and the sw phases fill dx's rows
     # whole, so one GEMM per dy row (its taps side by side, [OC, sw * C]) writes a dx row
     const int32_t* ph_merged
+    # float32 on the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
+    bint tiles
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -603,6 +644,42 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
                          c.storage == STORE_BFLOAT16)
 
 
+cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n, Py_ssize_t p,
+                           Py_ssize_t j0, const ConvArgs* c) noexcept nogil:
+    """The band of phase p from phase row j0 of image n, float32, by the tile kernel
+    (tiles.h): dx at (py + sh j, px + sw i) sums, over the phase's taps (ta, tb) whose dy row
+    j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]] (zeros outside dy's columns)
+    times the tap's [OC, C] matrix, in registers, stored straight into dx. work: the taps'
+    dy rows, columns and filters, the tile's pointers and a row of OC zeros (the Python
+    layer's scratch, tile_scratch)."""
+    cdef const int32_t* info = c.ph_info + p * PH_WIDTH
+    cdef const int32_t* offy = c.ph_offy + p * c.fh
+    cdef const int32_t* offx = c.ph_offx + p * c.fw
+    cdef Py_ssize_t T = c.fh * c.fw, taps, ta, tb, jj, j, oy
+    cdef const float** rows = <const float**>work
+    cdef const float** b = rows + T
+    cdef const float** a = b + T
+    cdef int32_t* cols = <int32_t*>(a + TFC_TILE_SEGS * TFC_TILE_M)
+    cdef float* zero = <float*>(cols + T)
+    cdef float* buf = zero + c.OC
+    cdef const float* taps_b = <const float*>c.ph_b + info[7]
+    memset(zero, 0, c.OC * sizeof(float))
+    for jj in range(min(<Py_ssize_t>info[6], info[2] - j0)):
+        j = j0 + jj
+        taps = 0
+        for ta in range(info[4]):
+            oy = j + offy[ta]
+            if 0 <= oy < c.OH:
+                for tb in range(info[5]):
+                    rows[taps] = dy + (n * c.OH + oy) * c.OW * c.OC
+                    cols[taps] = offx[tb]
+                    b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.C
+                    taps += 1
+        tile_row(rows, cols, b, taps, c.OW, c.OC, c.C, zero, a, buf,
+                 dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, info[3],
+                 c.sw * c.C)
+
+
 cdef inline Py_ssize_t _bands(const int32_t* info) noexcept nogil:
     """A phase's bands in one image: ceil(Hp / band)."""
     return (info[2] + info[6] - 1) // info[6]
@@ -628,7 +705,11 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
         info = c.ph_info + p * PH_WIDTH
         nb = _bands(info)
         if k < nb:
-            if not c.dnnl:
+            if c.tiles:
+                if real_acc is float:
+                    _tile_phase_band(<const float*>dy, work, <float*>dx, u // c.units, p,
+                                     k * info[6], c)
+            elif not c.dnnl:
                 _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], c)
             elif real_acc is float:
                 _dnnl_band(dy, work, dx, u // c.units, p // step, k * info[6], t, c)
@@ -702,7 +783,8 @@ cdef class ConvPlan:
     cdef readonly bint dnnl     # planned for use_dnnl
 
     def __cinit__(self, sizes, h_table, w_table, bint per_image, bint direct, Py_ssize_t band,
-                  Py_ssize_t cap, int storage, bint float64, gather=None, bint dnnl=False):
+                  Py_ssize_t cap, int storage, bint float64, gather=None, bint dnnl=False,
+                  bint tiles=False):
         c = &self.args
         (c.N, c.H, c.W, c.C, c.OH, c.OW, c.OC, c.fh, c.fw) = sizes
         self.tables = (h_table, w_table)
@@ -717,6 +799,7 @@ cdef class ConvPlan:
         cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
         c.gather = gather is not None
         c.dnnl = False
+        c.tiles = False
         self.dnnl = dnnl
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
@@ -731,6 +814,15 @@ cdef class ConvPlan:
             c.ph_merged = <const int32_t*>_data(merged)
             TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
+            # the tile kernel's scratch (_tile_phase_band): 8 pointers and a column per tap,
+            # and OC zeros
+            c.tiles = tiles
+            TFC_CHECK(not tiles or (tfc_tiles_built() and not dnnl and not float64
+                                    and storage == STORE_NATIVE and c.C % 16 == 0
+                                    and c.work_per_thread % 2 == 0 and c.a_floats
+                                    >= 2 * (2 * c.fh * c.fw + TFC_TILE_SEGS * TFC_TILE_M)
+                                    + c.fh * c.fw + c.OC
+                                    + c.W * TFC_TILE_C))
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)

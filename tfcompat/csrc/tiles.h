@@ -1,0 +1,160 @@
+/* The conv's tile kernel (conv.pxi's _tile_phase_band): float32 dx pixels of one stride phase
+ * summed over the phase's taps straight from dy, in AVX-512 registers.
+ *
+ * A tile is up to TFC_TILE_M = 6 pixels of one phase row by up to TFC_TILE_C = 64 channels:
+ * 6 x 4 zmm accumulators, which leave registers for the four filter vectors and a broadcast.
+ * For each input channel k, every pixel r of the tile adds a[r][k] * b[k][0:64], where a[r] is
+ * the dy pixel a tap reads for pixel r (or a row of zeros outside dy) and b that tap's [OC, C]
+ * filter matrix. dy is read in place (no gathered copy of it), and each finished tile is
+ * stored at its dx position, whatever the stride (no GEMM output to place).
+ *
+ * A row's steps (each tap, and each chunk of TFC_TILE_KC input channels of it) run one after
+ * the other over every tile of the row, so a step's filter block ([TFC_TILE_KC, 64] floats,
+ * 32 KiB) is read from L1 by all of them. Each step sums its products in registers from zero
+ * (fused multiply-adds, k ascending) and adds the row's running total, kept in a small buffer,
+ * at the end: a dx element is the sum of its steps' partial sums, in step order, as the
+ * col2im sums each tap's GEMM, rather than one sum of taps * OC products. The order is fixed
+ * by the shapes, so the bits do not depend on the thread count.
+ *
+ * Compiled for AVX-512F by a function attribute, in both builds of the extension; the Python
+ * layer runs it only where NumPy reports AVX512F and tfc_tiles_built() says it is compiled.
+ */
+#ifndef TFCOMPAT_TILES_H
+#define TFCOMPAT_TILES_H
+
+#include <Python.h>
+#include <string.h>
+
+#define TFC_TILE_M 6
+#define TFC_TILE_C 64
+#ifndef TFC_TILE_KC
+#define TFC_TILE_KC 128
+#endif
+#define TFC_TILE_SEGS 8
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+static int tfc_tiles_built(void) { return 1; }
+
+/* out[r * ps + 16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
+   segments g < segs and k < K[g] of a[g * TFC_TILE_M + r][k] * b[g][k * ldb + 16 v ...], for
+   r < M, v < NV (constants after inlining). */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
+        const float *const *a, const float *const *b, const Py_ssize_t *K, int segs,
+        Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps,
+        const int M, const int NV) {
+    __m512 acc[TFC_TILE_M][4];
+    for (int r = 0; r < M; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int g = 0; g < segs; g++) {
+        const float *ar[TFC_TILE_M];
+        for (int r = 0; r < M; r++) ar[r] = a[g * TFC_TILE_M + r];
+        const float *bg = b[g];
+        for (Py_ssize_t k = 0; k < K[g]; k++) {
+            __m512 bv[4];
+            for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bg + k * ldb + 16 * v);
+            for (int r = 0; r < M; r++) {
+                __m512 x = _mm512_set1_ps(ar[r][k]);
+                for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+            }
+        }
+    }
+    for (int r = 0; r < M; r++)
+        for (int v = 0; v < NV; v++) {
+            __m512 y = acc[r][v];
+            if (init) y = _mm512_add_ps(_mm512_loadu_ps(init + r * ips + 16 * v), y);
+            _mm512_storeu_ps(out + r * ps + 16 * v, y);
+        }
+}
+
+#define TFC_TILE_CASE(m, nv) \
+    case (m) * 8 + (nv): tfc_tile(a, b, K, segs, ldb, init, ips, out, ps, (m), (nv)); break;
+#define TFC_TILE_ROW(m) \
+    TFC_TILE_CASE(m, 1) TFC_TILE_CASE(m, 2) TFC_TILE_CASE(m, 3) TFC_TILE_CASE(m, 4)
+
+/* tfc_tile for m pixels (1..TFC_TILE_M) and nv vectors of 16 channels (1..4). */
+static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
+        const float *const *a, const float *const *b, const Py_ssize_t *K, int segs,
+        Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps, int m,
+        int nv) {
+    switch (m * 8 + nv) {
+        TFC_TILE_ROW(1) TFC_TILE_ROW(2) TFC_TILE_ROW(3)
+        TFC_TILE_ROW(4) TFC_TILE_ROW(5) TFC_TILE_ROW(6)
+        default: break;
+    }
+}
+
+/* One phase row: pixels i < width, channels c < C (a multiple of 16), into out + i * ps + c.
+   Tap t < taps reads dy row rows[t] (OW pixels of K values) at column i + cols[t]; columns
+   outside the row read ``zero`` (K zeros). b[t] is the tap's filter [K, C] in blocks of
+   TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * c0. The
+   row's segments (each tap's input channels, in chunks of at most TFC_TILE_KC) are grouped
+   into steps of at most TFC_TILE_KC channels and TFC_TILE_SEGS segments, in order.
+   Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M pointers; ``buf``, width * TFC_TILE_C floats. */
+static void tfc_tile_row(const float *const *rows, const int32_t *cols, const float *const *b,
+                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
+                         const float *zero, const float **a, float *buf, float *out,
+                         Py_ssize_t width, Py_ssize_t ps) {
+    /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
+       too few accumulators to keep the multiply-adds busy */
+    Py_ssize_t tiles = (width + TFC_TILE_M - 1) / TFC_TILE_M;
+    Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
+    if (total == 0) {   /* no tap reaches this row */
+        for (Py_ssize_t i = 0; i < width; i++) memset(out + i * ps, 0, C * sizeof(float));
+        return;
+    }
+    for (Py_ssize_t c0 = 0; c0 < C; c0 += TFC_TILE_C) {
+        Py_ssize_t bw = C - c0 < TFC_TILE_C ? C - c0 : TFC_TILE_C;
+        Py_ssize_t g0 = 0;      /* the step's first segment */
+        while (g0 < total) {
+            const float *bs[TFC_TILE_SEGS];
+            Py_ssize_t ks[TFC_TILE_SEGS], k0s[TFC_TILE_SEGS], ts[TFC_TILE_SEGS], sum = 0;
+            int segs = 0;
+            while (g0 + segs < total && segs < TFC_TILE_SEGS) {
+                Py_ssize_t g = g0 + segs, t = g / chunks, k0 = (g % chunks) * TFC_TILE_KC;
+                Py_ssize_t kc = K - k0 < TFC_TILE_KC ? K - k0 : TFC_TILE_KC;
+                if (segs && sum + kc > TFC_TILE_KC) break;
+                ts[segs] = t; k0s[segs] = k0; ks[segs] = kc;
+                bs[segs] = b[t] + K * c0 + k0 * bw;
+                sum += kc;
+                segs++;
+            }
+            int first = g0 == 0, last = g0 + segs == total;
+            for (Py_ssize_t q = 0, i0 = 0; q < tiles; q++) {
+                int m = (int)(width / tiles + (q < width % tiles));
+                for (int j = 0; j < segs; j++)
+                    for (int r = 0; r < m; r++) {
+                        Py_ssize_t x = i0 + r + cols[ts[j]];
+                        a[j * TFC_TILE_M + r] =
+                            (x >= 0 && x < OW ? rows[ts[j]] + x * K : zero) + k0s[j];
+                    }
+                /* the first step starts the running total, the last one stores it in dx */
+                const float *init = first ? NULL : buf + i0 * bw;
+                if (last)
+                    tfc_tile_mn(a, bs, ks, segs, bw, init, bw, out + i0 * ps + c0, ps, m,
+                                (int)(bw / 16));
+                else
+                    tfc_tile_mn(a, bs, ks, segs, bw, init, bw, buf + i0 * bw, bw, m,
+                                (int)(bw / 16));
+                i0 += m;
+            }
+            g0 += segs;
+        }
+    }
+}
+
+#else
+
+static int tfc_tiles_built(void) { return 0; }
+
+static void tfc_tile_row(const float *const *rows, const int32_t *cols, const float *const *b,
+                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
+                         const float *zero, const float **a, float *buf, float *out,
+                         Py_ssize_t width, Py_ssize_t ps) {
+    (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)zero;
+    (void)a; (void)buf; (void)out; (void)width; (void)ps;
+}
+
+#endif
+#endif
