@@ -289,18 +289,27 @@ def test_a_2x2_stride_2_puts_each_tap_at_its_own_dx_position(dtype, half_gemm, n
     _onednn(monkeypatch, half_gemm)
     c, oc = 3, 2
     w = (np.arange(2 * 2 * c * oc).reshape(2, 2, c, oc) % 7 + 1).astype(dtype)
-    dy = np.zeros((1, 3, 4, oc), dtype)
-    dy[0, 1, 2, 0] = 1
-    want = np.zeros((1, 6, 8, c), np.float64)
-    want[0, 2:4, 4:6, :] = w[:, :, :, 0].astype(np.float64)
-    sizes, strides = [1, 6, 8, c], [1, 2, 2, 1]
-    if nchw:
-        dy, want = dy.transpose(0, 3, 1, 2).copy(), want.transpose(0, 3, 1, 2)
-        sizes, strides = [1, c, 6, 8], [1, 1, 2, 2]
-    got = T.conv2d_backprop_input(sizes, w, dy, strides=strides, padding="VALID",
-                                  data_format="NCHW" if nchw else "NHWC")
+    got, want = _one_hot_dy(w, 1, 6, 8, nchw)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+def _one_hot_dy(w, n, h, wd, nchw):
+    """A VALID, stride-2 conv with filter w into n images of h x wd whose dy is 1 at (1, 2),
+    channel 0, of the last image and 0 elsewhere: (got, want), want by hand arithmetic (each
+    dx element takes at most one product): dx[2 + a, 4 + b, c] = w[a, b, c, 0], else 0."""
+    fh, fw, c, oc = w.shape
+    dy = np.zeros((n, (h - fh) // 2 + 1, (wd - fw) // 2 + 1, oc), w.dtype)
+    dy[-1, 1, 2, 0] = 1
+    want = np.zeros((n, h, wd, c), np.float64)
+    want[-1, 2:2 + fh, 4:4 + fw, :] = w[:, :, :, 0].astype(np.float64)
+    sizes, strides = [n, h, wd, c], [1, 2, 2, 1]
+    if nchw:
+        dy, want = dy.transpose(0, 3, 1, 2).copy(), want.transpose(0, 3, 1, 2)
+        sizes, strides = [n, c, h, wd], [1, 1, 2, 2]
+    got = T.conv2d_backprop_input(sizes, w, dy, strides=strides, padding="VALID",
+                                  data_format="NCHW" if nchw else "NHWC")
+    return got, want
 
 
 @needs_onednn
@@ -466,22 +475,13 @@ def test_tiles_one_image_shares_its_bands_between_threads(case, monkeypatch):
 @needs_tiles
 @pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
 def test_tiles_put_each_tap_at_its_dx_position(nchw, monkeypatch):
-    """3x3 filter, stride 2, VALID, C = 80: dy is 1 at (i, j) = (1, 2) of a 4x4 dy (channel 0)
-    and 0 elsewhere, so dx[2 + a, 4 + b, c] = w[a, b, c, 0] and every other dx element is 0
-    (hand arithmetic: one product per dx element; small integers, exact in float32)."""
+    """3x3 filter, stride 2, VALID, C = 80, two 9x9 images: a one-hot dy (_one_hot_dy) puts the
+    filter's taps of output channel 0 at their dx positions (small integers, exact in
+    float32)."""
     used = _tiles(monkeypatch)
     c, oc = 80, 3
     w = (np.arange(3 * 3 * c * oc).reshape(3, 3, c, oc) % 11 - 5).astype(np.float32)
-    dy = np.zeros((2, 4, 4, oc), np.float32)
-    dy[1, 1, 2, 0] = 1
-    want = np.zeros((2, 9, 9, c), np.float64)
-    want[1, 2:5, 4:7, :] = w[:, :, :, 0]
-    sizes, strides = [2, 9, 9, c], [1, 2, 2, 1]
-    if nchw:
-        dy, want = dy.transpose(0, 3, 1, 2).copy(), want.transpose(0, 3, 1, 2)
-        sizes, strides = [2, c, 9, 9], [1, 1, 2, 2]
-    got = T.conv2d_backprop_input(sizes, w, dy, strides=strides, padding="VALID",
-                                  data_format="NCHW" if nchw else "NHWC")
+    got, want = _one_hot_dy(w, 2, 9, 9, nchw)
     assert used == [True]
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got.astype(np.float64), want)
