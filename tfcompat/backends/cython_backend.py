@@ -331,7 +331,8 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
     is float32.
 
     ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
-    oneDNN, and as scratch only the tile kernel's pointers and a row of zeros."""
+    oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
+    totals."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
         p, dnnl, ct.itemsize == 2, short_bands)
     if tiles:

@@ -649,9 +649,9 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     """The band of phase p from phase row j0 of image n, float32, by the tile kernel
     (tiles.h): dx at (py + sh j, px + sw i) sums, over the phase's taps (ta, tb) whose dy row
     j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]] (zeros outside dy's columns)
-    times the tap's [OC, C] matrix, in registers, stored straight into dx. work: the taps'
-    dy rows, columns and filters, the tile's pointers and a row of OC zeros (the Python
-    layer's scratch, tile_scratch)."""
+    times the tap's [OC, C] matrix (tfc_tile_row's order of sums), stored straight into dx.
+    work (cython_backend.gather_tables's scratch for the tiles): the taps' dy rows, filters
+    and columns, a tile's pointers, a row of OC zeros and a row's running totals."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
     cdef const int32_t* offx = c.ph_offx + p * c.fw
@@ -814,8 +814,8 @@ cdef class ConvPlan:
             c.ph_merged = <const int32_t*>_data(merged)
             TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
-            # the tile kernel's scratch (_tile_phase_band): 8 pointers and a column per tap,
-            # and OC zeros
+            # the tile kernel's scratch (_tile_phase_band): two pointers and a column per tap,
+            # a tile's pointers, OC zeros and a row's running totals, pointers 8-byte aligned
             c.tiles = tiles
             TFC_CHECK(not tiles or (tfc_tiles_built() and not dnnl and not float64
                                     and storage == STORE_NATIVE and c.C % 16 == 0
