@@ -485,3 +485,14 @@ def test_tiles_put_each_tap_at_its_dx_position(nchw, monkeypatch):
     assert used == [True]
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):
+    """On a CPU without AVX512F (NumPy's report, made to say so here) a float32 conv with C a
+    multiple of 16 runs the other strategies, within tolerance of the reference."""
+    used = _tiles(monkeypatch)
+    monkeypatch.setattr(cython_backend, "_cpu_has", lambda feature: False)
+    got, ref, scale = _run((3, 3, 2, 1, (1, 2, 0, 1)), np.float32, rng, n=2, h=13, w=9, c=32,
+                           oc=5)
+    assert used == [False]
+    assert_close(got, ref, scale, np.float32, CONV_TOL)
