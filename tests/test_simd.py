@@ -40,10 +40,14 @@ def _cases(rng):
                                                np.zeros((3, 20, 7, 5), f32),
                                                scales=[1, 1, 17 / 7, 11 / 5])
     w = rng.standard_normal((3, 3, 8, 16)).astype(f32)
+    w16 = rng.standard_normal((3, 3, 16, 16)).astype(f32)
     for n in (1, 3):
         dyc = rng.standard_normal((n, 16, 16, 16)).astype(f32)
         yield f"conv N={n}", lambda dyc=dyc, n=n: T.conv2d_backprop_input(
             [n, 31, 31, 8], w, dyc, strides=[1, 2, 2, 1], padding="SAME")
+        # C = 16: float32 on the tile kernel where the CPU has AVX512F, in both builds
+        yield f"conv N={n} C=16", lambda dyc=dyc, n=n: T.conv2d_backprop_input(
+            [n, 31, 31, 16], w16, dyc, strides=[1, 2, 2, 1], padding="SAME")
         for half in (np.float16, ml_dtypes.bfloat16):
             yield f"conv N={n} {np.dtype(half)}", lambda dyc=dyc, n=n, half=half: (
                 T.conv2d_backprop_input([n, 31, 31, 8], w.astype(half), dyc.astype(half),
