@@ -340,7 +340,7 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
         # tap, the tile's pointers, OC zeros and a row's running totals; even, so that every
         # worker's pointers are 8-byte aligned
         taps = p.fh * p.fw
-        a_values = (5 * taps + 2 * _kernels.CONV_TILE_POINTERS + p.OC
+        a_values = (5 * taps + 2 * _kernels.CONV_TILE_POINTERS + p.OC + 16
                     + _kernels.CONV_TILE_BLOCK * p.W)
         a_values, out_values = a_values + a_values % 2, 0
     taps = _filter_taps(p.filter, tap_rows, ct, nthreads,
@@ -352,7 +352,8 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
             own = [taps[o:o + p.OC * p.C].reshape(p.OC, p.C) for o in info[py * p.sw:
                                                                           (py + 1) * p.sw, 7]]
             blocks.append(np.stack(own, axis=1).reshape(-1))
-        taps = np.concatenate(blocks)
+        taps = np.concatenate(blocks, out=_aligned_empty(sum(b.size for b in blocks),
+                                                         taps.dtype))
     return strides, info, offy, offx, taps, a_values, out_values, merged
 
 
@@ -477,13 +478,24 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
             a_values, out_values, np.asarray(starts, np.int32))
 
 
+def _aligned_empty(shape, dtype):
+    """np.empty(shape, dtype) starting on a 64-byte boundary (NumPy's own arrays start on 16):
+    the filter's taps, so that the GEMMs' and the tile kernel's vector loads of them each lie
+    in one cache line (docs/performance.md)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    raw = np.empty(n + 64 // dtype.itemsize, dtype)
+    off = (-raw.ctypes.data % 64) // dtype.itemsize
+    return raw[off:off + n].reshape(shape)
+
+
 def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
     """The filter's taps ``tap_rows`` (of its fh * fw, in order), each as an [OC, C] matrix,
     flat, in ``ct`` (the filter's dtype, or float32 for a half type the GEMMs widen); with
     ``block``, each matrix as blocks of that many columns (conv_filter_taps)."""
     fh, fw, c, oc = filt.shape
     w = np.ascontiguousarray(filt).reshape(fh * fw, c, oc)
-    taps = np.empty((len(tap_rows), oc, c), w.dtype)
+    taps = _aligned_empty((len(tap_rows), oc, c), w.dtype)
     _kernels.conv_filter_taps(w, tap_rows, taps, nthreads, block)
     return (taps if taps.dtype == ct else to_float32(taps, nthreads)).reshape(-1)
 

@@ -661,7 +661,8 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     cdef const float** a = b + T
     cdef int32_t* cols = <int32_t*>(a + TFC_TILE_SEGS * TFC_TILE_M)
     cdef float* zero = <float*>(cols + T)
-    cdef float* buf = zero + c.OC
+    # the running totals on a 64-byte boundary, each vector in one cache line
+    cdef float* buf = <float*>((<intptr_t>(zero + c.OC) + 63) & ~(<intptr_t>63))
     cdef const float* taps_b = <const float*>c.ph_b + info[7]
     memset(zero, 0, c.OC * sizeof(float))
     for jj in range(min(<Py_ssize_t>info[6], info[2] - j0)):
@@ -821,7 +822,7 @@ cdef class ConvPlan:
                                     and storage == STORE_NATIVE and c.C % 16 == 0
                                     and c.work_per_thread % 2 == 0 and c.a_floats
                                     >= 2 * (2 * c.fh * c.fw + TFC_TILE_SEGS * TFC_TILE_M)
-                                    + c.fh * c.fw + c.OC
+                                    + c.fh * c.fw + c.OC + 16
                                     + c.W * TFC_TILE_C))
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
