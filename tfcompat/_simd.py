@@ -9,11 +9,13 @@ contraction, so they return the same bits; AVX2 only does twice as many lanes pe
 ImportError if this CPU or build cannot run it), ``auto`` (the default) picks the widest one
 that runs here.
 """
+import functools
 import os
 
 from . import _kernels as _baseline
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_has(feature):
     """Whether this CPU (and OS) runs ``feature``, a NumPy CPU feature name such as 'AVX2' or
     'AVX512F': NumPy also checks that the OS saves the registers' state."""

@@ -336,13 +336,7 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
         p, dnnl, ct.itemsize == 2, short_bands)
     if tiles:
-        # conv.pxi's _tile_phase_band: two pointers (2 floats each) and an int32 column per
-        # tap, the tile's pointers, OC zeros and a row's running totals; even, so that every
-        # worker's pointers are 8-byte aligned
-        taps = p.fh * p.fw
-        a_values = (5 * taps + 2 * _kernels.CONV_TILE_POINTERS + p.OC + 16
-                    + _kernels.CONV_TILE_BLOCK * p.W)
-        a_values, out_values = a_values + a_values % 2, 0
+        a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
     taps = _filter_taps(p.filter, tap_rows, ct, nthreads,
                         _kernels.CONV_TILE_BLOCK if tiles else 0)
     if (merged >= 0).any():

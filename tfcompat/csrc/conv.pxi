@@ -63,10 +63,22 @@ def conv_tiles_built():
     return bool(tfc_tiles_built())
 
 
-# the tile kernel's pointers per tile, and its filter blocks' columns (conv_filter_taps's
-# ``block``)
-CONV_TILE_POINTERS = TFC_TILE_SEGS * TFC_TILE_M
+# the tile kernel's filter blocks' columns (conv_filter_taps's ``block``)
 CONV_TILE_BLOCK = TFC_TILE_C
+
+
+cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) noexcept nogil:
+    """The floats of _tile_phase_band's scratch for T = fh * fw taps: two pointers (2 floats
+    each) and an int32 column per tap, a tile's pointers, OC zeros, then a row's running
+    totals from the next 64-byte boundary; even, so that every worker's pointers are 8-byte
+    aligned."""
+    cdef Py_ssize_t n = 2 * (2 * T + TFC_TILE_SEGS * TFC_TILE_M) + T + OC + 16 + TFC_TILE_C * W
+    return n + n % 2
+
+
+def conv_tile_scratch(Py_ssize_t taps, Py_ssize_t OC, Py_ssize_t W):
+    """Floats of scratch per worker the tile kernel needs (_tile_scratch)."""
+    return _tile_scratch(taps, OC, W)
 
 
 cdef struct DnnlExecArg:    # dnnl_exec_arg_t
@@ -650,8 +662,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     (tiles.h): dx at (py + sh j, px + sw i) sums, over the phase's taps (ta, tb) whose dy row
     j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]] (zeros outside dy's columns)
     times the tap's [OC, C] matrix (tfc_tile_row's order of sums), stored straight into dx.
-    work (cython_backend.gather_tables's scratch for the tiles): the taps' dy rows, filters
-    and columns, a tile's pointers, a row of OC zeros and a row's running totals."""
+    work: _tile_scratch's floats, laid out as it says."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
     cdef const int32_t* offx = c.ph_offx + p * c.fw
@@ -815,15 +826,11 @@ cdef class ConvPlan:
             c.ph_merged = <const int32_t*>_data(merged)
             TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
-            # the tile kernel's scratch (_tile_phase_band): two pointers and a column per tap,
-            # a tile's pointers, OC zeros and a row's running totals, pointers 8-byte aligned
             c.tiles = tiles
             TFC_CHECK(not tiles or (tfc_tiles_built() and not dnnl and not float64
                                     and storage == STORE_NATIVE and c.C % 16 == 0
-                                    and c.work_per_thread % 2 == 0 and c.a_floats
-                                    >= 2 * (2 * c.fh * c.fw + TFC_TILE_SEGS * TFC_TILE_M)
-                                    + c.fh * c.fw + c.OC + 16
-                                    + c.W * TFC_TILE_C))
+                                    and c.work_per_thread % 2 == 0
+                                    and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)))
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)
