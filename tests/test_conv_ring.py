@@ -496,3 +496,37 @@ def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):
                            oc=5)
     assert used == [False]
     assert_close(got, ref, scale, np.float32, CONV_TOL)
+
+
+@needs_tiles
+@pytest.mark.parametrize("kx", [0, 2], ids=["last_pixel", "first_pixel"])
+def test_tiles_leave_out_taps_outside_dy(kx, monkeypatch):
+    """An infinite filter value on the middle row's tap kx (3x3, padding 1), which reads
+    outside dy at a row's last (kx = 0) or first (kx = 2) pixel: those pixels take nothing
+    from it, as in the col2im and the NumPy reference (and TF 2.21 on these shapes), instead
+    of 0 x inf = NaN. dy > 0, so every dx value is +inf (the tap reads inside dy) or finite,
+    never NaN."""
+    used = _tiles(monkeypatch)
+    (fh, fw, s), (pt, pb, pl, pr) = (3, 3, 1), (1, 1, 1, 1)
+    n, h, w, c, oc = 2, 7, 9, 16, 3     # width 9: tiles of 5 and 4 pixels
+    rng = np.random.default_rng(3)
+    filt = rng.standard_normal((fh, fw, c, oc)).astype(np.float32)
+    filt[1, kx, :, 0] = np.inf
+    oh, ow = (h + pt + pb - fh) // s + 1, (w + pl + pr - fw) // s + 1
+    dy = (np.abs(rng.standard_normal((n, oh, ow, oc))) + 0.5).astype(np.float32)
+    kw = dict(strides=[1, s, s, 1], padding="EXPLICIT",
+              explicit_paddings=[0, 0, pt, pb, pl, pr, 0, 0])
+    got = T.conv2d_backprop_input([n, h, w, c], filt, dy, **kw)
+    ref = T.conv2d_backprop_input([n, h, w, c], filt.astype(np.float64), dy.astype(np.float64),
+                                  backend="numpy", **kw)
+    assert used == [True]
+    assert not np.isnan(got).any()
+    inf = np.isinf(ref)
+    assert inf.any() and not inf.all()
+    np.testing.assert_array_equal(np.isinf(got), inf)
+    # where the tap reads outside dy, dx is the conv of the rest of the filter
+    rest = np.where(np.isinf(filt), 0, filt).astype(np.float64)
+    ref = T.conv2d_backprop_input([n, h, w, c], rest, dy.astype(np.float64), backend="numpy", **kw)
+    scale = T.conv2d_backprop_input([n, h, w, c], np.abs(rest), dy.astype(np.float64),
+                                    backend="numpy", **kw)
+    assert_close(got[~inf], ref[~inf], scale[~inf], np.float32, CONV_TOL)

@@ -756,7 +756,7 @@ def _run_conv(problem):
             plan.run(dy, w2, dx, nt, work)
         if status.any():
             raise RuntimeError(f"oneDNN's matmul failed with status {int(status[status != 0][0])}")
-    elif per_image:
+    elif per_image and not tiles:
         with _blas_single_thread():
             plan.run(dy, w2, dx, nt, work)
     else:

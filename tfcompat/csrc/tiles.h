@@ -37,27 +37,40 @@
 
 static int tfc_tiles_built(void) { return 1; }
 
+/* acc[r][v] += the sum over k < K of ar[r][k] * bg[k * ldb + 16 v ...], for R0 <= r < R1 and
+   v < NV (constants after inlining: the accumulators stay in registers). */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
+        __m512 acc[TFC_TILE_M][4], const float *const *ar, const float *bg, Py_ssize_t K,
+        Py_ssize_t ldb, const int R0, const int R1, const int NV) {
+    for (Py_ssize_t k = 0; k < K; k++) {
+        __m512 bv[4];
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bg + k * ldb + 16 * v);
+        for (int r = R0; r < R1; r++) {
+            __m512 x = _mm512_set1_ps(ar[r][k]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+        }
+    }
+}
+
 /* out[r * ps + 16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
    segments g < segs and k < K[g] of a[g * TFC_TILE_M + r][k] * b[g][k * ldb + 16 v ...], for
-   r < M, v < NV (constants after inlining). */
+   r < M, v < NV (constants after inlining). Segment g leaves out its first row where bit 0 of
+   edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy, which would
+   add zero products (and NaN for an infinite filter value, where the col2im adds nothing). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
-        const float *const *a, const float *const *b, const Py_ssize_t *K, int segs,
-        Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps,
+        const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
+        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps,
         const int M, const int NV) {
     __m512 acc[TFC_TILE_M][4];
     for (int r = 0; r < M; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
     for (int g = 0; g < segs; g++) {
-        const float *ar[TFC_TILE_M];
-        for (int r = 0; r < M; r++) ar[r] = a[g * TFC_TILE_M + r];
-        const float *bg = b[g];
-        for (Py_ssize_t k = 0; k < K[g]; k++) {
-            __m512 bv[4];
-            for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bg + k * ldb + 16 * v);
-            for (int r = 0; r < M; r++) {
-                __m512 x = _mm512_set1_ps(ar[r][k]);
-                for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
-            }
+        const float *const *ar = a + g * TFC_TILE_M;
+        switch (edge[g]) {
+            case 0: tfc_seg(acc, ar, b[g], K[g], ldb, 0, M, NV); break;
+            case 1: tfc_seg(acc, ar, b[g], K[g], ldb, 1, M, NV); break;
+            case 2: tfc_seg(acc, ar, b[g], K[g], ldb, 0, M - 1, NV); break;
+            default: tfc_seg(acc, ar, b[g], K[g], ldb, 1, M - 1, NV); break;
         }
     }
     for (int r = 0; r < M; r++)
@@ -69,15 +82,15 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
 }
 
 #define TFC_TILE_CASE(m, nv) \
-    case (m) * 8 + (nv): tfc_tile(a, b, K, segs, ldb, init, ips, out, ps, (m), (nv)); break;
+    case (m) * 8 + (nv): tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, ps, (m), (nv)); break;
 #define TFC_TILE_ROW(m) \
     TFC_TILE_CASE(m, 1) TFC_TILE_CASE(m, 2) TFC_TILE_CASE(m, 3) TFC_TILE_CASE(m, 4)
 
 /* tfc_tile for m pixels (1..TFC_TILE_M) and nv vectors of 16 channels (1..4). */
 static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
-        const float *const *a, const float *const *b, const Py_ssize_t *K, int segs,
-        Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps, int m,
-        int nv) {
+        const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
+        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps,
+        int m, int nv) {
     switch (m * 8 + nv) {
         TFC_TILE_ROW(1) TFC_TILE_ROW(2) TFC_TILE_ROW(3)
         TFC_TILE_ROW(4) TFC_TILE_ROW(5) TFC_TILE_ROW(6)
@@ -109,6 +122,7 @@ static void tfc_tile_row(const float *const *rows, const int32_t *cols, const fl
         Py_ssize_t g0 = 0;      /* the step's first segment */
         while (g0 < total) {
             const float *bs[TFC_TILE_SEGS];
+            int edge[TFC_TILE_SEGS];
             Py_ssize_t ks[TFC_TILE_SEGS], k0s[TFC_TILE_SEGS], ts[TFC_TILE_SEGS], sum = 0;
             int segs = 0;
             while (g0 + segs < total && segs < TFC_TILE_SEGS) {
@@ -123,19 +137,23 @@ static void tfc_tile_row(const float *const *rows, const int32_t *cols, const fl
             int first = g0 == 0, last = g0 + segs == total;
             for (Py_ssize_t q = 0, i0 = 0; q < tiles; q++) {
                 int m = (int)(width / tiles + (q < width % tiles));
-                for (int j = 0; j < segs; j++)
+                for (int j = 0; j < segs; j++) {
+                    Py_ssize_t x0 = i0 + cols[ts[j]];
+                    /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
+                    edge[j] = (x0 < 0) | (x0 + m - 1 >= OW) << 1;
                     for (int r = 0; r < m; r++) {
-                        Py_ssize_t x = i0 + r + cols[ts[j]];
+                        Py_ssize_t x = x0 + r;
                         a[j * TFC_TILE_M + r] =
                             (x >= 0 && x < OW ? rows[ts[j]] + x * K : zero) + k0s[j];
                     }
+                }
                 /* the first step starts the running total, the last one stores it in dx */
                 const float *init = first ? NULL : buf + i0 * bw;
                 if (last)
-                    tfc_tile_mn(a, bs, ks, segs, bw, init, bw, out + i0 * ps + c0, ps, m,
+                    tfc_tile_mn(a, bs, ks, edge, segs, bw, init, bw, out + i0 * ps + c0, ps, m,
                                 (int)(bw / 16));
                 else
-                    tfc_tile_mn(a, bs, ks, segs, bw, init, bw, buf + i0 * bw, bw, m,
+                    tfc_tile_mn(a, bs, ks, edge, segs, bw, init, bw, buf + i0 * bw, bw, m,
                                 (int)(bw / 16));
                 i0 += m;
             }
