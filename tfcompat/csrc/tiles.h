@@ -4,9 +4,11 @@
  * A tile is up to TFC_TILE_M = 6 pixels of one phase row by up to TFC_TILE_C = 64 channels:
  * 6 x 4 zmm accumulators, which leave registers for the four filter vectors and a broadcast.
  * For each input channel k, every pixel r of the tile adds a[r][k] * b[k][0:64], where a[r] is
- * the dy pixel a tap reads for pixel r (or a row of zeros outside dy) and b that tap's [OC, C]
- * filter matrix. dy is read in place (no gathered copy of it), and each finished tile is
- * stored at its dx position, whatever the stride (no GEMM output to place).
+ * the dy pixel a tap reads for pixel r and b that tap's [OC, C] filter matrix. A tap that reads
+ * outside dy's columns is left out at the tile's first and last pixel (where a padding of one
+ * puts it) and reads a row of zeros elsewhere; tap rows outside dy are never visited. dy is
+ * read in place (no gathered copy of it), and each finished tile is stored at its dx position,
+ * whatever the stride (no GEMM output to place).
  *
  * A row's steps (each tap, and each chunk of TFC_TILE_KC input channels of it) run one after
  * the other over every tile of the row, so a step's filter block ([TFC_TILE_KC, 64] floats,
