@@ -660,8 +660,9 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                            Py_ssize_t j0, const ConvArgs* c) noexcept nogil:
     """The band of phase p from phase row j0 of image n, float32, by the tile kernel
     (tiles.h): dx at (py + sh j, px + sw i) sums, over the phase's taps (ta, tb) whose dy row
-    j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]] (zeros outside dy's columns)
-    times the tap's [OC, C] matrix (tfc_tile_row's order of sums), stored straight into dx.
+    j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]] (nothing, or zeros, outside
+    dy's columns: tiles.h) times the tap's [OC, C] matrix (tfc_tile_row's order of sums),
+    stored straight into dx.
     work: _tile_scratch's floats, laid out as it says."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh

@@ -142,7 +142,7 @@ static void tfc_tile_row(const float *const *rows, const int32_t *cols, const fl
                 for (int j = 0; j < segs; j++) {
                     Py_ssize_t x0 = i0 + cols[ts[j]];
                     /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
-                    edge[j] = (x0 < 0) | (x0 + m - 1 >= OW) << 1;
+                    edge[j] = (x0 < 0) | ((x0 + m - 1 >= OW) << 1);
                     for (int r = 0; r < m; r++) {
                         Py_ssize_t x = x0 + r;
                         a[j * TFC_TILE_M + r] =
@@ -151,12 +151,9 @@ static void tfc_tile_row(const float *const *rows, const int32_t *cols, const fl
                 }
                 /* the first step starts the running total, the last one stores it in dx */
                 const float *init = first ? NULL : buf + i0 * bw;
-                if (last)
-                    tfc_tile_mn(a, bs, ks, edge, segs, bw, init, bw, out + i0 * ps + c0, ps, m,
-                                (int)(bw / 16));
-                else
-                    tfc_tile_mn(a, bs, ks, edge, segs, bw, init, bw, buf + i0 * bw, bw, m,
-                                (int)(bw / 16));
+                tfc_tile_mn(a, bs, ks, edge, segs, bw, init, bw,
+                            last ? out + i0 * ps + c0 : buf + i0 * bw, last ? ps : bw, m,
+                            (int)(bw / 16));
                 i0 += m;
             }
             g0 += segs;
