@@ -487,6 +487,34 @@ def test_tiles_put_each_tap_at_its_dx_position(nchw, monkeypatch):
     np.testing.assert_array_equal(got.astype(np.float64), want)
 
 
+@needs_tiles
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
+                                  (5, 3, 1, 2, (3, 0, 2, 2)), (3, 3, 4, 1, (0, 0, 0, 0))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_tiles_with_a_filter_over_the_cache_budget(case, monkeypatch):
+    """OC = 512 and 9 or 15 taps: a block of 64 columns of the filter's taps takes 1.2 MB or
+    more, over the tile kernel's 1 MiB budget, so each thread runs C = 80's two column blocks
+    (64 and 16) one after the other over all of its images (stride 4: the phases no tap
+    reaches are zeroed block by block). Within tolerance of the
+    reference, the same bits on 1, 2 and 3 threads, with several bands per image."""
+    used = _tiles(monkeypatch)
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 30000)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            got, ref, scale = _run(case, np.float32, np.random.default_rng(4), n=3, h=8, w=7,
+                                   c=80, oc=512)
+            assert_close(got, ref, scale, np.float32, CONV_TOL)
+            outs.append(got)
+    finally:
+        T.set_num_threads(old)
+    assert used == [True] * 3
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+
+
 def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):
     """On a CPU without AVX512F (NumPy's report, made to say so here) a float32 conv with C a
     multiple of 16 runs the other strategies, within tolerance of the reference."""

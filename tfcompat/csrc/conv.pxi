@@ -26,7 +26,10 @@
 #   tiles (_tile_phase_band, tiles.h; float32, C a multiple of 16, AVX512F; any N: the threads
 #     share out the bands of every image): the gather's stride phases without a gather or a
 #     GEMM: each tile of 6 dx pixels by 64 channels sums its taps' products from dy in place,
-#     in registers, and is stored at its dx positions.
+#     in registers, and is stored at its dx positions. Where the filter's taps for all of C
+#     take more than TILE_FILTER_BYTES, each thread runs its bands once per group of column
+#     blocks whose taps fit (tile_cols), so that group stays in L2 for all of its images
+#     instead of the whole filter passing through it on every row.
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
@@ -52,7 +55,8 @@ cdef extern from "tiles.h":
     int tfc_tiles_built() noexcept nogil
     void tile_row "tfc_tile_row"(const float* const* rows, const int32_t* cols,
                                  const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
-                                 Py_ssize_t K, Py_ssize_t C, const float* zero, const float** a,
+                                 Py_ssize_t K, Py_ssize_t C, Py_ssize_t cb, Py_ssize_t ce,
+                                 const float* zero, const float** a,
                                  float* buf, float* out, Py_ssize_t width,
                                  Py_ssize_t ps) noexcept nogil
 
@@ -62,6 +66,16 @@ def conv_tiles_built():
     Clang); the Python layer also checks that the CPU has AVX512F before it plans one."""
     return bool(tfc_tiles_built())
 
+
+# The bytes of filter taps (all of a conv's taps, a group of 64-column blocks) the tile kernel
+# keeps for one pass over a thread's images: half of an L2 of 2 MiB (docs/performance.md).
+cdef extern from *:
+    """
+    #ifndef TFC_TILE_FILTER_BYTES
+    #define TFC_TILE_FILTER_BYTES (1 << 20)
+    #endif
+    """
+    enum: TILE_FILTER_BYTES "TFC_TILE_FILTER_BYTES"
 
 # the tile kernel's filter blocks' columns (conv_filter_taps's ``block``)
 CONV_TILE_BLOCK = TFC_TILE_C
@@ -215,6 +229,7 @@ cdef struct ConvArgs:
     const int32_t* ph_merged
     # float32 on the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
+    Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -657,12 +672,13 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
 
 
 cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n, Py_ssize_t p,
-                           Py_ssize_t j0, const ConvArgs* c) noexcept nogil:
+                           Py_ssize_t j0, Py_ssize_t cb, Py_ssize_t ce,
+                           const ConvArgs* c) noexcept nogil:
     """The band of phase p from phase row j0 of image n, float32, by the tile kernel
-    (tiles.h): dx at (py + sh j, px + sw i) sums, over the phase's taps (ta, tb) whose dy row
-    j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]] (nothing, or zeros, outside
-    dy's columns: tiles.h) times the tap's [OC, C] matrix (tfc_tile_row's order of sums),
-    stored straight into dx.
+    (tiles.h): dx at (py + sh j, px + sw i), channels cb <= c < ce, sums, over the phase's
+    taps (ta, tb) whose dy row j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]]
+    (nothing, or zeros, outside dy's columns: tiles.h) times the tap's [OC, C] matrix
+    (tfc_tile_row's order of sums), stored straight into dx.
     work: _tile_scratch's floats, laid out as it says."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
@@ -688,7 +704,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     cols[taps] = offx[tb]
                     b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.C
                     taps += 1
-        tile_row(rows, cols, b, taps, c.OW, c.OC, c.C, zero, a, buf,
+        tile_row(rows, cols, b, taps, c.OW, c.OC, c.C, cb, ce, zero, a, buf,
                  dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, info[3],
                  c.sw * c.C)
 
@@ -709,9 +725,10 @@ cdef inline Py_ssize_t _units(const ConvArgs* c, Py_ssize_t step) noexcept nogil
 
 
 cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, Py_ssize_t t,
-                       const ConvArgs* c) noexcept nogil:
+                       Py_ssize_t cb, Py_ssize_t ce, const ConvArgs* c) noexcept nogil:
     """Unit u of the gather: image u // units, and its band u % units, counted over the
-    phases in order, or with oneDNN over the row phases py (each has ceil(Hp / band) bands)."""
+    phases in order, or with oneDNN over the row phases py (each has ceil(Hp / band) bands);
+    the tile kernel computes dx's columns cb <= c < ce of it, the others all of them."""
     cdef Py_ssize_t p = 0, nb, step = c.sw if c.dnnl else 1, k = u % c.units
     cdef const int32_t* info
     while p < c.phases:
@@ -721,7 +738,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
             if c.tiles:
                 if real_acc is float:
                     _tile_phase_band(<const float*>dy, work, <float*>dx, u // c.units, p,
-                                     k * info[6], c)
+                                     k * info[6], cb, ce, c)
             elif not c.dnnl:
                 _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], c)
             elif real_acc is float:
@@ -733,7 +750,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
 
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
-    cdef Py_ssize_t t, n, last, iy, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
+    cdef Py_ssize_t t, n, last, iy, cb, ce, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
     cdef bint half = c.storage != STORE_NATIVE
     cdef bint bf = c.storage == STORE_BFLOAT16
     cdef const real_acc* dyf
@@ -741,14 +758,19 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
     cdef real_acc* mine
     if c.gather:
         # thread t: the t-th of num_threads consecutive runs of units (a unit: one band of one
-        # image; consecutive bands of an image stay in one thread where they can); every unit
-        # is computed the same way whichever thread runs it
+        # image; consecutive bands of an image stay in one thread where they can), once per
+        # group of tile_cols columns (the tile kernel; else one pass); every unit is computed
+        # the same way whichever thread runs it
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
-            n = c.N * c.units * t // num_threads
-            last = c.N * c.units * (t + 1) // num_threads
-            while n < last:
-                _gather_unit(dy, work + t * c.work_per_thread, dx, n, t, c)
-                n = n + 1
+            cb = 0
+            while cb < c.C:
+                ce = min(cb + c.tile_cols, c.C)
+                n = c.N * c.units * t // num_threads
+                last = c.N * c.units * (t + 1) // num_threads
+                while n < last:
+                    _gather_unit(dy, work + t * c.work_per_thread, dx, n, t, cb, ce, c)
+                    n = n + 1
+                cb = ce
         return
     if c.per_image:
         # thread t: images t, t + num_threads, ...; every image is computed the same way
@@ -813,6 +835,7 @@ cdef class ConvPlan:
         c.gather = gather is not None
         c.dnnl = False
         c.tiles = False
+        c.tile_cols = c.C
         self.dnnl = dnnl
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
@@ -828,6 +851,10 @@ cdef class ConvPlan:
             TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
+            c.tile_cols = c.C
+            if tiles:
+                c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
+                    c.fh * c.fw * c.OC * TFC_TILE_C * 4))
             TFC_CHECK(not tiles or (tfc_tiles_built() and not dnnl and not float64
                                     and storage == STORE_NATIVE and c.C % 16 == 0
                                     and c.work_per_thread % 2 == 0

@@ -100,7 +100,8 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
     }
 }
 
-/* One phase row: pixels i < width, channels c < C (a multiple of 16), into out + i * ps + c.
+/* One phase row: pixels i < width, channels cb <= c < ce (cb a multiple of TFC_TILE_C, ce a
+   multiple of 16 up to C), into out + i * ps + c.
    Tap t < taps reads dy row rows[t] (OW pixels of K values) at column i + cols[t]; columns
    outside the row read ``zero`` (K zeros). b[t] is the tap's filter [K, C] in blocks of
    TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * c0. The
@@ -109,17 +110,18 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
    Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M pointers; ``buf``, width * TFC_TILE_C floats. */
 static void tfc_tile_row(const float *const *rows, const int32_t *cols, const float *const *b,
                          Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
-                         const float *zero, const float **a, float *buf, float *out,
-                         Py_ssize_t width, Py_ssize_t ps) {
+                         Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
+                         float *buf, float *out, Py_ssize_t width, Py_ssize_t ps) {
     /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
        too few accumulators to keep the multiply-adds busy */
     Py_ssize_t tiles = (width + TFC_TILE_M - 1) / TFC_TILE_M;
     Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
     if (total == 0) {   /* no tap reaches this row */
-        for (Py_ssize_t i = 0; i < width; i++) memset(out + i * ps, 0, C * sizeof(float));
+        for (Py_ssize_t i = 0; i < width; i++)
+            memset(out + i * ps + cb, 0, (ce - cb) * sizeof(float));
         return;
     }
-    for (Py_ssize_t c0 = 0; c0 < C; c0 += TFC_TILE_C) {
+    for (Py_ssize_t c0 = cb; c0 < ce; c0 += TFC_TILE_C) {
         Py_ssize_t bw = C - c0 < TFC_TILE_C ? C - c0 : TFC_TILE_C;
         Py_ssize_t g0 = 0;      /* the step's first segment */
         while (g0 < total) {
@@ -167,9 +169,9 @@ static int tfc_tiles_built(void) { return 0; }
 
 static void tfc_tile_row(const float *const *rows, const int32_t *cols, const float *const *b,
                          Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
-                         const float *zero, const float **a, float *buf, float *out,
-                         Py_ssize_t width, Py_ssize_t ps) {
-    (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)zero;
+                         Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
+                         float *buf, float *out, Py_ssize_t width, Py_ssize_t ps) {
+    (void)cb; (void)ce; (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)zero;
     (void)a; (void)buf; (void)out; (void)width; (void)ps;
 }
 
