@@ -394,10 +394,11 @@ def test_bfloat16_through_onednn_leaves_openmp_settings_alone(rng, monkeypatch):
 
 # The tile kernel (tiles.h, conv.pxi's _tile_phase_band): float32 with C a multiple of 16 on a
 # CPU with AVX512F. Without oneDNN (TFCOMPAT_ONEDNN=off here) every such conv but a 1x1,
-# stride-1, unpadded one takes it. C = 16 (one block of one vector) and 80 (a block of 64 and one
-# of 16); OC = 3 (many taps in one step) and 130 (chunks of 128 and 2 channels); widths 9 and 23
-# (tiles of 5 and 4, of 6, 6, 6 and 5); strides above the filter size leave phases no tap
-# reaches.
+# stride-1, unpadded one takes it. C = 16 (one block of one vector), 48 and 80 (a block of 64
+# and one of 16); OC = 3 (many taps in one step), 20 and 130 (chunks of 128 and 2 channels);
+# widths 9 and 23 (each row alone, tiles of 5 and 4, of 6, 6, 6 and 5), 7 and 4 (rows whose
+# tiles would be 4 pixels or fewer: several rows in one run of tiles, a tile may span two);
+# strides above the filter size leave phases no tap reaches.
 def _tiles_missing():
     from tfcompat import _simd
     if not _simd.kernels.conv_tiles_built():
@@ -431,7 +432,8 @@ def _direct(case):
 
 
 @needs_tiles
-@pytest.mark.parametrize("c, oc, w", [(16, 3, 9), (80, 130, 23)])
+@pytest.mark.parametrize("c, oc, w", [(16, 3, 9), (80, 130, 23), (48, 20, 7), (80, 130, 4),
+                                     (16, 3, 1)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 def test_tiles_match_reference(case, c, oc, w, rng, monkeypatch):
     used = _tiles(monkeypatch)
@@ -445,7 +447,8 @@ def test_tiles_match_reference(case, c, oc, w, rng, monkeypatch):
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2)),
                                   (2, 2, 2, 1, (0, 0, 0, 0))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_tiles_same_bits_on_any_thread_count(case, monkeypatch):
+@pytest.mark.parametrize("w", [23, 7])
+def test_tiles_same_bits_on_any_thread_count(case, w, monkeypatch):
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)   # several bands per phase
     old = T.get_num_threads()
@@ -453,7 +456,7 @@ def test_tiles_same_bits_on_any_thread_count(case, monkeypatch):
     try:
         for k in (1, 2, 3, 5):
             T.set_num_threads(k)
-            outs.append(_run(case, np.float32, np.random.default_rng(5), n=5, h=22, w=23,
+            outs.append(_run(case, np.float32, np.random.default_rng(5), n=5, h=22, w=w,
                              c=48, oc=20)[0])
     finally:
         T.set_num_threads(old)

@@ -53,12 +53,11 @@ cdef extern from "tiles.h":
     enum: TFC_TILE_C
     enum: TFC_TILE_SEGS
     int tfc_tiles_built() noexcept nogil
-    void tile_row "tfc_tile_row"(const float* const* rows, const int32_t* cols,
-                                 const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
-                                 Py_ssize_t K, Py_ssize_t C, Py_ssize_t cb, Py_ssize_t ce,
-                                 const float* zero, const float** a,
-                                 float* buf, float* out, Py_ssize_t width,
-                                 Py_ssize_t ps) noexcept nogil
+    void tile_rows "tfc_tile_rows"(const float* const* rows, Py_ssize_t nrows,
+                                   const int32_t* cols, const float* const* b, Py_ssize_t taps,
+                                   Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
+                                   const float* zero, const float** a, float* buf, float* out,
+                                   Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs) noexcept nogil
 
 
 def conv_tiles_built():
@@ -77,16 +76,30 @@ cdef extern from *:
     """
     enum: TILE_FILTER_BYTES "TFC_TILE_FILTER_BYTES"
 
+# Phase rows whose tiles would average 4 pixels or fewer (widths 1-4, 7, 8) go to the tile
+# kernel as runs of up to TILE_FLAT_PIXELS pixels (at most TILE_FLAT_ROWS rows): fuller
+# tiles, each step's filter block read from L1 by all of them instead of by one row's two, at
+# the price of multiplying the zeros outside dy (docs/performance.md).
+cdef extern from *:
+    """
+    #define TFC_TILE_FLAT_PIXELS 192
+    #define TFC_TILE_FLAT_ROWS 32
+    """
+    enum: TILE_FLAT_PIXELS "TFC_TILE_FLAT_PIXELS"
+    enum: TILE_FLAT_ROWS "TFC_TILE_FLAT_ROWS"
+
 # the tile kernel's filter blocks' columns (conv_filter_taps's ``block``)
 CONV_TILE_BLOCK = TFC_TILE_C
 
 
 cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) noexcept nogil:
-    """The floats of _tile_phase_band's scratch for T = fh * fw taps: two pointers (2 floats
-    each) and an int32 column per tap, a tile's pointers, OC zeros, then a row's running
-    totals from the next 64-byte boundary; even, so that every worker's pointers are 8-byte
+    """The floats of _tile_phase_band's scratch for T = fh * fw taps: the dy row pointers of
+    TILE_FLAT_ROWS rows, a pointer to each tap's filter, a tile's pointers (2 floats each), an
+    int32 column per tap, OC zeros, then the running totals of max(W, TILE_FLAT_PIXELS)
+    pixels from the next 64-byte boundary; even, so that every worker's pointers are 8-byte
     aligned."""
-    cdef Py_ssize_t n = 2 * (2 * T + TFC_TILE_SEGS * TFC_TILE_M) + T + OC + 16 + TFC_TILE_C * W
+    cdef Py_ssize_t n = (2 * (T * TILE_FLAT_ROWS + T + TFC_TILE_SEGS * TFC_TILE_M) + T + OC + 16
+                         + TFC_TILE_C * max(W, TILE_FLAT_PIXELS))
     return n + n % 2
 
 
@@ -676,24 +689,51 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                            const ConvArgs* c) noexcept nogil:
     """The band of phase p from phase row j0 of image n, float32, by the tile kernel
     (tiles.h): dx at (py + sh j, px + sw i), channels cb <= c < ce, sums, over the phase's
-    taps (ta, tb) whose dy row j + offy[ta] is inside dy, dy[j + offy[ta], i + offx[tb]]
-    (nothing, or zeros, outside dy's columns: tiles.h) times the tap's [OC, C] matrix
-    (tfc_tile_row's order of sums), stored straight into dx.
+    taps (ta, tb), dy[j + offy[ta], i + offx[tb]] times the tap's [OC, C] matrix
+    (tfc_tile_rows's order of sums), stored straight into dx. A row whose tiles would average
+    more than 4 pixels goes alone and takes only the taps whose dy row is inside dy; narrower
+    rows go in runs (see TILE_FLAT_PIXELS) that take every tap, reading zeros outside dy (but
+    for a tile's first and last pixel: tiles.h).
     work: _tile_scratch's floats, laid out as it says."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
     cdef const int32_t* offx = c.ph_offx + p * c.fw
-    cdef Py_ssize_t T = c.fh * c.fw, taps, ta, tb, jj, j, oy
+    cdef Py_ssize_t T = c.fh * c.fw, taps, ta, tb, jj, j, oy, rows_left, run, r
     cdef const float** rows = <const float**>work
-    cdef const float** b = rows + T
+    cdef const float** b = rows + T * TILE_FLAT_ROWS
     cdef const float** a = b + T
     cdef int32_t* cols = <int32_t*>(a + TFC_TILE_SEGS * TFC_TILE_M)
     cdef float* zero = <float*>(cols + T)
     # the running totals on a 64-byte boundary, each vector in one cache line
     cdef float* buf = <float*>((<intptr_t>(zero + c.OC) + 63) & ~(<intptr_t>63))
     cdef const float* taps_b = <const float*>c.ph_b + info[7]
+    cdef Py_ssize_t width = info[3], ps = c.sw * c.C, rs = c.sh * c.W * c.C
+    if width == 0:      # an image narrower than the stride: this phase has no dx columns
+        return
     memset(zero, 0, c.OC * sizeof(float))
-    for jj in range(min(<Py_ssize_t>info[6], info[2] - j0)):
+    rows_left = min(<Py_ssize_t>info[6], info[2] - j0)
+    j = j0
+    if width <= 4 * ((width + TFC_TILE_M - 1) // TFC_TILE_M):
+        taps = info[4] * info[5]
+        for ta in range(info[4]):
+            for tb in range(info[5]):
+                cols[ta * info[5] + tb] = offx[tb]
+                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.OC * c.C
+        while rows_left > 0:
+            run = min(rows_left, TILE_FLAT_ROWS, max(1, TILE_FLAT_PIXELS // width))
+            for r in range(run):
+                for ta in range(info[4]):
+                    oy = j + r + offy[ta]
+                    for tb in range(info[5]):
+                        rows[r * taps + ta * info[5] + tb] = (
+                            dy + (n * c.OH + oy) * c.OW * c.OC if 0 <= oy < c.OH else NULL)
+            tile_rows(rows, run, cols, b, taps, c.OW, c.OC, cb, ce, zero, a, buf,
+                      dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps,
+                      rs)
+            j += run
+            rows_left -= run
+        return
+    for jj in range(rows_left):
         j = j0 + jj
         taps = 0
         for ta in range(info[4]):
@@ -704,9 +744,8 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     cols[taps] = offx[tb]
                     b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.C
                     taps += 1
-        tile_row(rows, cols, b, taps, c.OW, c.OC, c.C, cb, ce, zero, a, buf,
-                 dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, info[3],
-                 c.sw * c.C)
+        tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, zero, a, buf,
+                  dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps, rs)
 
 
 cdef inline Py_ssize_t _bands(const int32_t* info) noexcept nogil:

@@ -1,18 +1,20 @@
 /* The conv's tile kernel (conv.pxi's _tile_phase_band): float32 dx pixels of one stride phase
  * summed over the phase's taps straight from dy, in AVX-512 registers.
  *
- * A tile is up to TFC_TILE_M = 6 pixels of one phase row by up to TFC_TILE_C = 64 channels:
- * 6 x 4 zmm accumulators, which leave registers for the four filter vectors and a broadcast.
- * For each input channel k, every pixel r of the tile adds a[r][k] * b[k][0:64], where a[r] is
- * the dy pixel a tap reads for pixel r and b that tap's [OC, C] filter matrix. A tap that reads
- * outside dy's columns is left out at the tile's first and last pixel (where a padding of one
- * puts it) and reads a row of zeros elsewhere; tap rows outside dy are never visited. dy is
- * read in place (no gathered copy of it), and each finished tile is stored at its dx position,
- * whatever the stride (no GEMM output to place).
+ * A tile is up to TFC_TILE_M = 6 pixels of one phase row (or of a run of narrow rows, below)
+ * by up to TFC_TILE_C = 64 channels: 6 x 4 zmm accumulators, which leave registers for the
+ * four filter vectors and a broadcast. For each input channel k, every pixel r of the tile adds
+ * a[r][k] * b[k][0:64], where a[r] is the dy pixel a tap reads for pixel r and b that tap's
+ * [OC, C] filter matrix. A tap that reads outside dy is left out at the tile's first and last
+ * pixel (where a padding of one puts it) and reads a row of zeros elsewhere; a row taken alone
+ * visits only the taps whose dy row is inside dy. dy is read in place (no gathered copy of it),
+ * and each finished tile is stored at its dx position, whatever the stride (no GEMM output to
+ * place).
  *
- * A row's steps (each tap, and each chunk of TFC_TILE_KC input channels of it) run one after
- * the other over every tile of the row, so a step's filter block ([TFC_TILE_KC, 64] floats,
- * 32 KiB) is read from L1 by all of them. Each step sums its products in registers from zero
+ * The steps (each tap, and each chunk of TFC_TILE_KC input channels of it) run one after the
+ * other over every tile of a row, or of a run of rows too narrow to fill tiles of their own
+ * (the caller decides), so a step's filter block ([TFC_TILE_KC, 64] floats, 32 KiB) is read
+ * from L1 by all of them. Each step sums its products in registers from zero
  * (fused multiply-adds, k ascending) and adds the row's running total, kept in a small buffer,
  * at the end: a dx element is the sum of its steps' partial sums, in step order, as the
  * col2im sums each tap's GEMM, rather than one sum of taps * OC products. The order is fixed
@@ -61,7 +63,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
    add zero products (and NaN for an infinite filter value, where the col2im adds nothing). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
-        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps,
+        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
         const int M, const int NV) {
     __m512 acc[TFC_TILE_M][4];
     for (int r = 0; r < M; r++)
@@ -79,19 +81,19 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         for (int v = 0; v < NV; v++) {
             __m512 y = acc[r][v];
             if (init) y = _mm512_add_ps(_mm512_loadu_ps(init + r * ips + 16 * v), y);
-            _mm512_storeu_ps(out + r * ps + 16 * v, y);
+            _mm512_storeu_ps(out[r] + 16 * v, y);
         }
 }
 
 #define TFC_TILE_CASE(m, nv) \
-    case (m) * 8 + (nv): tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, ps, (m), (nv)); break;
+    case (m) * 8 + (nv): tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, (m), (nv)); break;
 #define TFC_TILE_ROW(m) \
     TFC_TILE_CASE(m, 1) TFC_TILE_CASE(m, 2) TFC_TILE_CASE(m, 3) TFC_TILE_CASE(m, 4)
 
 /* tfc_tile for m pixels (1..TFC_TILE_M) and nv vectors of 16 channels (1..4). */
 static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
-        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *out, Py_ssize_t ps,
+        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
         int m, int nv) {
     switch (m * 8 + nv) {
         TFC_TILE_ROW(1) TFC_TILE_ROW(2) TFC_TILE_ROW(3)
@@ -100,29 +102,33 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
     }
 }
 
-/* One phase row: pixels i < width, channels cb <= c < ce (cb a multiple of TFC_TILE_C, ce a
-   multiple of 16 up to C), into out + i * ps + c.
-   Tap t < taps reads dy row rows[t] (OW pixels of K values) at column i + cols[t]; columns
-   outside the row read ``zero`` (K zeros). b[t] is the tap's filter [K, C] in blocks of
-   TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * c0. The
-   row's segments (each tap's input channels, in chunks of at most TFC_TILE_KC) are grouped
-   into steps of at most TFC_TILE_KC channels and TFC_TILE_SEGS segments, in order.
-   Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M pointers; ``buf``, width * TFC_TILE_C floats. */
-static void tfc_tile_row(const float *const *rows, const int32_t *cols, const float *const *b,
-                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
-                         Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
-                         float *buf, float *out, Py_ssize_t width, Py_ssize_t ps) {
+/* nrows phase rows of width pixels each, as one run of pixels q = jj * width + i (row jj,
+   column i): channels cb <= c < ce (cb a multiple of TFC_TILE_C, ce a multiple of 16 up to C),
+   into out + jj * rs + i * ps + c. Tap t < taps reads, for row jj, dy row rows[jj * taps + t]
+   (OW pixels of K values; NULL: a row outside dy) at column i + cols[t]; outside dy it reads
+   ``zero`` (K zeros). b[t] is the tap's filter [K, C] in blocks of TFC_TILE_C columns ([K, 64]
+   each, the last one narrower), block c0 at b[t] + K * c0. The segments (each tap's input
+   channels, in chunks of at most TFC_TILE_KC) are grouped into steps of at most TFC_TILE_KC
+   channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
+   so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M
+   pointers; ``buf``, nrows * width * TFC_TILE_C floats. */
+static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
+                          const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
+                          Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
+                          float *buf, float *out, Py_ssize_t width, Py_ssize_t ps,
+                          Py_ssize_t rs) {
     /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
        too few accumulators to keep the multiply-adds busy */
-    Py_ssize_t tiles = (width + TFC_TILE_M - 1) / TFC_TILE_M;
+    Py_ssize_t pixels = nrows * width, tiles = (pixels + TFC_TILE_M - 1) / TFC_TILE_M;
     Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
-    if (total == 0) {   /* no tap reaches this row */
-        for (Py_ssize_t i = 0; i < width; i++)
-            memset(out + i * ps + cb, 0, (ce - cb) * sizeof(float));
+    if (total == 0) {   /* no tap reaches these rows */
+        for (Py_ssize_t jj = 0; jj < nrows; jj++)
+            for (Py_ssize_t i = 0; i < width; i++)
+                memset(out + jj * rs + i * ps + cb, 0, (ce - cb) * sizeof(float));
         return;
     }
     for (Py_ssize_t c0 = cb; c0 < ce; c0 += TFC_TILE_C) {
-        Py_ssize_t bw = C - c0 < TFC_TILE_C ? C - c0 : TFC_TILE_C;
+        Py_ssize_t bw = ce - c0 < TFC_TILE_C ? ce - c0 : TFC_TILE_C;
         Py_ssize_t g0 = 0;      /* the step's first segment */
         while (g0 < total) {
             const float *bs[TFC_TILE_SEGS];
@@ -139,24 +145,31 @@ static void tfc_tile_row(const float *const *rows, const int32_t *cols, const fl
                 segs++;
             }
             int first = g0 == 0, last = g0 + segs == total;
-            for (Py_ssize_t q = 0, i0 = 0; q < tiles; q++) {
-                int m = (int)(width / tiles + (q < width % tiles));
+            for (Py_ssize_t q = 0, p0 = 0; q < tiles; q++) {
+                int m = (int)(pixels / tiles + (q < pixels % tiles));
+                float *dst[TFC_TILE_M];
+                Py_ssize_t jj0 = p0 / width, i00 = p0 % width;
                 for (int j = 0; j < segs; j++) {
-                    Py_ssize_t x0 = i0 + cols[ts[j]];
-                    /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
-                    edge[j] = (x0 < 0) | ((x0 + m - 1 >= OW) << 1);
+                    Py_ssize_t jj = jj0, i = i00;
                     for (int r = 0; r < m; r++) {
-                        Py_ssize_t x = x0 + r;
+                        const float *row = rows[jj * taps + ts[j]];
+                        Py_ssize_t x = i + cols[ts[j]];
                         a[j * TFC_TILE_M + r] =
-                            (x >= 0 && x < OW ? rows[ts[j]] + x * K : zero) + k0s[j];
+                            (row && x >= 0 && x < OW ? row + x * K : zero) + k0s[j];
+                        if (++i == width) { i = 0; jj++; }
                     }
+                    /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
+                    const float *z = zero + k0s[j];
+                    edge[j] = (a[j * TFC_TILE_M] == z) | ((a[j * TFC_TILE_M + m - 1] == z) << 1);
                 }
                 /* the first step starts the running total, the last one stores it in dx */
-                const float *init = first ? NULL : buf + i0 * bw;
-                tfc_tile_mn(a, bs, ks, edge, segs, bw, init, bw,
-                            last ? out + i0 * ps + c0 : buf + i0 * bw, last ? ps : bw, m,
+                for (Py_ssize_t r = 0, jj = jj0, i = i00; r < m; r++) {
+                    dst[r] = last ? out + jj * rs + i * ps + c0 : buf + (p0 + r) * bw;
+                    if (++i == width) { i = 0; jj++; }
+                }
+                tfc_tile_mn(a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw, bw, dst, m,
                             (int)(bw / 16));
-                i0 += m;
+                p0 += m;
             }
             g0 += segs;
         }
@@ -167,12 +180,13 @@ static void tfc_tile_row(const float *const *rows, const int32_t *cols, const fl
 
 static int tfc_tiles_built(void) { return 0; }
 
-static void tfc_tile_row(const float *const *rows, const int32_t *cols, const float *const *b,
-                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
-                         Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
-                         float *buf, float *out, Py_ssize_t width, Py_ssize_t ps) {
-    (void)cb; (void)ce; (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)zero;
-    (void)a; (void)buf; (void)out; (void)width; (void)ps;
+static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
+                          const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
+                          Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
+                          float *buf, float *out, Py_ssize_t width, Py_ssize_t ps,
+                          Py_ssize_t rs) {
+    (void)rows; (void)nrows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)cb;
+    (void)ce; (void)zero; (void)a; (void)buf; (void)out; (void)width; (void)ps; (void)rs;
 }
 
 #endif
