@@ -53,6 +53,18 @@ def to_float32(arr, nthreads):
     return out
 
 
+def swap_inner_axes(arr, nthreads):
+    """arr [n, r, s] as a C-contiguous [n, s, r] array of the same dtype (its elements'
+    bits), copied by ``nthreads`` threads in 16 x 16 tiles (conv_filter_taps: a batch of
+    transposes); NumPy's copy of the transposed view took 2-4 times as long (NCHW C1's dy
+    and dx, docs/performance.md)."""
+    src = np.ascontiguousarray(arr)
+    n, r, s = src.shape
+    out = _memory.empty((n, s, r), src.dtype)
+    _kernels.conv_filter_taps(src, np.arange(n, dtype=np.int32), out, nthreads, 0)
+    return out
+
+
 def round_to(dx, dtype, nthreads):
     """The float32 array ``dx`` rounded once to ``dtype`` (nearest even), in parallel where
     ``dtype`` is float16 or bfloat16."""
@@ -710,15 +722,18 @@ def _run_conv(problem):
     nthreads = get_num_threads()
     ct = p.compute_dtype
     half = _half_kind(p.dtype)
-    dy = p.dy if p.channels_last else p.dy.transpose(0, 2, 3, 1)
-    dy = np.require(dy, requirements="CA")
+    if p.channels_last:
+        dy = np.require(p.dy, requirements="CA")
+    else:
+        dy = swap_inner_axes(p.dy.reshape(p.N, p.OC, p.OH * p.OW), nthreads).reshape(
+            p.N, p.OH, p.OW, p.OC)
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
     gemm = _gemm_type(p.dtype)
     if direct and half is not None and gemm == p.dtype:
         # the filter [1, 1, C, OC] is the matmul's b [k = OC, n = C]: its transpose
         dx = _half_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
                           p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
-        return dx if p.channels_last else np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
+        return dx if p.channels_last else _channels_first(dx, nthreads)
     h_tab = _shared_tables(_kernels.conv_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _shared_tables(_kernels.conv_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
@@ -761,9 +776,13 @@ def _run_conv(problem):
             plan.run(dy, w2, dx, nt, work)
     else:
         plan.run(dy, w2, dx, nt, work)
-    if not p.channels_last:
-        dx = np.ascontiguousarray(dx.transpose(0, 3, 1, 2))
-    return dx
+    return dx if p.channels_last else _channels_first(dx, nthreads)
+
+
+def _channels_first(dx, nthreads):
+    """NHWC dx as NCHW."""
+    n, h, w, c = dx.shape
+    return swap_inner_axes(dx.reshape(n, h * w, c), nthreads).reshape(n, c, h, w)
 
 
 def conv2d_backprop_input(inputs, attrs):
