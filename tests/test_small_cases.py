@@ -125,6 +125,24 @@ def test_conv_nchw_equals_nhwc(backend, rng):
     np.testing.assert_allclose(a, b.transpose(0, 3, 1, 2), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("c, oc, hw", [(32, 48, 8), (20, 17, 5)], ids=["whole_tiles", "partial"])
+def test_conv_nchw_gives_the_nhwc_bits(dtype, c, oc, hw, rng):
+    """The cython backend computes NCHW as NHWC, dy and dx transposed in 16 x 16 tiles (whole
+    ones where C, OC and H * W are multiples of 16, the AVX-512 path for 4-byte values): NCHW's
+    dx is NHWC's, transposed, to the bit."""
+    w = rng.standard_normal((3, 3, c, oc)).astype(dtype)
+    dy = rng.standard_normal((3, oc, hw, hw)).astype(dtype)
+    kw = dict(strides=[1, 1, 1, 1], padding="SAME")
+    a = T.conv2d_backprop_input([3, c, hw, hw], w, dy, data_format="NCHW", **kw)
+    b = T.conv2d_backprop_input([3, hw, hw, c], w, np.ascontiguousarray(dy.transpose(0, 2, 3, 1)),
+                                **kw)
+    assert a.dtype == b.dtype == np.dtype(dtype) and a.flags.c_contiguous
+    np.testing.assert_array_equal(a.view(np.uint8), np.ascontiguousarray(
+        b.transpose(0, 3, 1, 2)).view(np.uint8))
+
+
 def test_interpolate_linear_1d_align_corners(backend):
     # I=2, O=3, scale 0.5: x=0 -> p0; x=1 -> .5/.5; x=2 -> p1 => [1.5, 1.5]
     out = T.interpolate_backward(np.zeros((1, 2, 1), np.float32), np.ones((1, 3, 1), np.float32),

@@ -53,6 +53,11 @@ def to_float32(arr, nthreads):
     return out
 
 
+def _simd_transposes():
+    """Whether conv_filter_taps may transpose 4-byte values in AVX-512 registers."""
+    return _kernels.conv_tiles_built() and _cpu_has("AVX512F")
+
+
 def swap_inner_axes(arr, nthreads):
     """arr [n, r, s] as a C-contiguous [n, s, r] array of the same dtype (its elements'
     bits), copied by ``nthreads`` threads in 16 x 16 tiles (conv_filter_taps: a batch of
@@ -61,7 +66,8 @@ def swap_inner_axes(arr, nthreads):
     src = np.ascontiguousarray(arr)
     n, r, s = src.shape
     out = _memory.empty((n, s, r), src.dtype)
-    _kernels.conv_filter_taps(src, np.arange(n, dtype=np.int32), out, nthreads, 0)
+    _kernels.conv_filter_taps(src, np.arange(n, dtype=np.int32), out, nthreads, 0,
+                              _simd_transposes())
     return out
 
 
@@ -502,7 +508,7 @@ def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
     fh, fw, c, oc = filt.shape
     w = np.ascontiguousarray(filt).reshape(fh * fw, c, oc)
     taps = _aligned_empty((len(tap_rows), oc, c), w.dtype)
-    _kernels.conv_filter_taps(w, tap_rows, taps, nthreads, block)
+    _kernels.conv_filter_taps(w, tap_rows, taps, nthreads, block, _simd_transposes())
     return (taps if taps.dtype == ct else to_float32(taps, nthreads)).reshape(-1)
 
 

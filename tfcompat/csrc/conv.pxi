@@ -53,6 +53,8 @@ cdef extern from "tiles.h":
     enum: TFC_TILE_C
     enum: TFC_TILE_SEGS
     int tfc_tiles_built() noexcept nogil
+    void transpose16 "tfc_transpose16"(const float* src, Py_ssize_t lss, float* dst,
+                                       Py_ssize_t lds) noexcept nogil
     void tile_rows "tfc_tile_rows"(const float* const* rows, Py_ssize_t nrows,
                                    const int32_t* cols, const float* const* b, Py_ssize_t taps,
                                    Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
@@ -158,10 +160,11 @@ cdef enum:
 
 
 cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
-                     Py_ssize_t o0, Py_ssize_t bw) noexcept nogil:
+                     Py_ssize_t o0, Py_ssize_t bw, bint simd) noexcept nogil:
     """out[o, c] = w[c, o] for o in o0 .. o0 + TAP_TILE (and below OC), every c: one tap's
     [C, OC] transposed into [OC, C], tile by tile; with column blocks (bw, a multiple of
-    TAP_TILE), as [C / bw] blocks of [OC, bw] (the last one narrower)."""
+    TAP_TILE), as [C / bw] blocks of [OC, bw] (the last one narrower). ``simd``: whole tiles
+    of 4-byte values in AVX-512 registers (tiles.h)."""
     cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width
     cdef word_t* d
     while c0 < C:
@@ -169,29 +172,35 @@ cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
         b0 = c0 - c0 % bw
         width = min(bw, C - b0)
         d = out + b0 * OC
-        for o in range(o0, o1):
-            for c in range(c0, c1):
-                d[o * width + c - b0] = w[c * OC + o]
+        if word_t is uint32_t and simd and c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
+            transpose16(<const float*>(w + c0 * OC + o0), OC,
+                        <float*>(d + o0 * width + c0 - b0), width)
+        else:
+            for o in range(o0, o1):
+                for c in range(c0, c1):
+                    d[o * width + c - b0] = w[c * OC + o]
         c0 = c1
 
 
 cdef void _filter_taps(const word_t* w, const int32_t* rows, word_t* out, Py_ssize_t taps,
-                       Py_ssize_t C, Py_ssize_t OC, Py_ssize_t bw,
+                       Py_ssize_t C, Py_ssize_t OC, Py_ssize_t bw, bint simd,
                        int num_threads) noexcept nogil:
     cdef Py_ssize_t u, i, blocks = (OC + TAP_TILE - 1) // TAP_TILE
     for u in prange(taps * blocks, schedule='static', num_threads=num_threads):
         i = u // blocks
-        _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE, bw)
+        _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE, bw,
+                   simd)
 
 
 def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_threads,
-                     Py_ssize_t block=0):
+                     Py_ssize_t block=0, bint simd=False):
     """out[i, o, c] = w[rows[i], c, o]: the filter's taps ``rows`` (indices into its
     fh * fw taps, proven in range by the caller) as [OC, C] matrices, the B of the gather's
     GEMMs; in parallel, a copy of each element's bits. w: [fh * fw, C, OC], out:
     [len(rows), OC, C], C-contiguous, of one element size (2, 4 or 8 bytes). ``block`` (a
     multiple of 16; 0: C): each tap's matrix as column blocks, [OC, block] each (the last one
-    narrower), one after the other (the tile kernel's filter, tiles.h)."""
+    narrower), one after the other (the tile kernel's filter, tiles.h). ``simd``: 4-byte
+    values in AVX-512 registers, only where tfc_tiles_built() and the CPU has AVX512F."""
     cdef Py_ssize_t taps = cnp.PyArray_SIZE(rows), size = cnp.PyArray_ITEMSIZE(w)
     cdef Py_ssize_t C = cnp.PyArray_DIM(w, 1), OC = cnp.PyArray_DIM(w, 2)
     cdef Py_ssize_t bw = block if block > 0 else C
@@ -201,14 +210,14 @@ def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_t
     TFC_CHECK(cnp.PyArray_NDIM(w) == 3 and cnp.PyArray_ITEMSIZE(out) == size
               and cnp.PyArray_ITEMSIZE(rows) == 4
               and cnp.PyArray_SIZE(out) == taps * C * OC and size in (2, 4, 8)
-              and (bw == C or bw % TAP_TILE == 0))
+              and (bw == C or bw % TAP_TILE == 0) and (not simd or tfc_tiles_built()))
     with nogil:
         if size == 2:
-            _filter_taps(<const uint16_t*>s, r, <uint16_t*>d, taps, C, OC, bw, num_threads)
+            _filter_taps(<const uint16_t*>s, r, <uint16_t*>d, taps, C, OC, bw, simd, num_threads)
         elif size == 4:
-            _filter_taps(<const uint32_t*>s, r, <uint32_t*>d, taps, C, OC, bw, num_threads)
+            _filter_taps(<const uint32_t*>s, r, <uint32_t*>d, taps, C, OC, bw, simd, num_threads)
         else:
-            _filter_taps(<const uint64_t*>s, r, <uint64_t*>d, taps, C, OC, bw, num_threads)
+            _filter_taps(<const uint64_t*>s, r, <uint64_t*>d, taps, C, OC, bw, simd, num_threads)
 
 
 cdef struct ConvArgs:

@@ -20,6 +20,9 @@
  * col2im sums each tap's GEMM, rather than one sum of taps * OC products. The order is fixed
  * by the shapes, so the bits do not depend on the thread count.
  *
+ * tfc_transpose16, below, transposes the 16 x 16 tiles of 4-byte values that lay out its filter
+ * (and NCHW's dy and dx, conv.pxi's _tap_block).
+ *
  * Compiled for AVX-512F by a function attribute, in both builds of the extension; the Python
  * layer runs it only where NumPy reports AVX512F and tfc_tiles_built() says it is compiled.
  */
@@ -40,6 +43,35 @@
 #include <immintrin.h>
 
 static int tfc_tiles_built(void) { return 1; }
+
+/* dst[o * lds + c] = src[c * lss + o] for c, o < 16: a 16 x 16 tile of 4-byte values
+   transposed in registers (unpacks, then in-lane and cross-lane shuffles), for the filter's
+   taps (conv.pxi's _tap_block) and NCHW's transposes. Moves bits only. */
+static __attribute__((target("avx512f"))) void tfc_transpose16(
+        const float *src, Py_ssize_t lss, float *dst, Py_ssize_t lds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lss);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * lds, r[i]);
+}
 
 /* acc[r][v] += the sum over k < K of ar[r][k] * bg[k * ldb + 16 v ...], for R0 <= r < R1 and
    v < NV (constants after inlining: the accumulators stay in registers). */
@@ -179,6 +211,10 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
 #else
 
 static int tfc_tiles_built(void) { return 0; }
+
+static void tfc_transpose16(const float *src, Py_ssize_t lss, float *dst, Py_ssize_t lds) {
+    (void)src; (void)lss; (void)dst; (void)lds;
+}
 
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
                           const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
