@@ -125,6 +125,8 @@ ONEDNN_IDS = ["float32", "bfloat16", "bfloat16-as-f32", "float16", "float16-as-f
 
 def _onednn(monkeypatch, half_gemm, values=None):
     monkeypatch.setattr(cython_backend, "ONEDNN", "auto")
+    # these small cases' C (3 to 17) would send two or more images to the col2im
+    monkeypatch.setattr(cython_backend, "ONEDNN_MIN_C", 0)
     monkeypatch.setattr(cython_backend, "CONV_TILES", "off")   # float32: oneDNN's matmuls
     monkeypatch.setattr(cython_backend, "HALF_GEMM", half_gemm)
     if values is not None:
@@ -164,8 +166,9 @@ def test_1x1_through_onednn_matches_reference(fmt, dtype, half_gemm, rng, monkey
 
 
 # With oneDNN installed (TFCOMPAT_ONEDNN=auto) every conv of two or more images but float64
-# runs the gather with oneDNN's single-threaded matmul per band of each stride phase (float32
-# with a strided filter whose taps do not overlap keeps the col2im). The extra cases, 10 columns
+# with C >= ONEDNN_MIN_C (0 here) runs the gather with oneDNN's single-threaded matmul per band
+# of each stride phase (float32 with a strided filter whose taps do not overlap keeps the
+# col2im). The extra cases, 10 columns
 # wide: a 2x2 stride-2 filter on an even input, whose phases read dy itself (no gather), and
 # 3x3 stride 1. Then shapes whose stride phases read dy in column classes (each class of
 # columns i = r, r + ntx, ... reads runs of ntx dy pixels in place, or a shifted copy), 12

@@ -512,6 +512,9 @@ def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
     return (taps if taps.dtype == ct else to_float32(taps, nthreads)).reshape(-1)
 
 
+# The fewest input channels C for which a conv of two or more images takes oneDNN's gather
+# (_onednn_gather)
+ONEDNN_MIN_C = 24
 # oneDNN's matmul in the conv: "auto" where it is installed, "off" never (our BLAS GEMMs)
 ONEDNN = os.environ.get("TFCOMPAT_ONEDNN", "auto")
 # the type oneDNN multiplies bfloat16 and float16 in: "auto" (_gemm_type), "native" (dy's own
@@ -714,7 +717,12 @@ def _onednn_gather(p, gemm):
     (each dx element takes at most one tap) when oneDNN would multiply in float32 and its row
     phases do not all merge: there the col2im's one GEMM per band, every tap's C columns side
     by side, beat one narrow GEMM per stride phase; where they merge (C5's 2x2 stride 2), a
-    GEMM per dy row writing a dx row beat both (docs/performance.md)."""
+    GEMM per dy row writing a dx row beat both (docs/performance.md). Nor, from two images on,
+    where C < ONEDNN_MIN_C: the gather's GEMMs are C columns wide, and the col2im's (taps * C
+    columns, each thread an image) ran 1.1-3.5x faster there (float32, bfloat16, float16;
+    an RGB image's first layer, C = 3, the most)."""
+    if p.N >= 2 and p.C < ONEDNN_MIN_C:
+        return False
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
     if not (disjoint and gemm == F32):
         return True
