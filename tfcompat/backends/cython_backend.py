@@ -352,7 +352,7 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
     totals."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
-        p, dnnl, ct.itemsize == 2, short_bands)
+        p, dnnl, ct.itemsize == 2, short_bands, tiles)
     if tiles:
         a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
     taps = _filter_taps(p.filter, tap_rows, ct, nthreads,
@@ -391,14 +391,14 @@ def _shared_tables(make, *args):
     return entry.value
 
 
-def _geometry(p, dnnl, bits, short_bands):
+def _geometry(p, dnnl, bits, short_bands, tiles=False):
     """This conv's :func:`_gather_geometry`, from the plan cache."""
     # oneDNN's matmuls read dy's own values unless a half type is widened for float32 GEMMs
     reads_dy = dnnl and (bits or p.dtype == F32)
     return _shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh,
                           p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
                           DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, bits,
-                          short_bands, reads_dy)
+                          short_bands, reads_dy, tiles)
 
 
 def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
@@ -423,7 +423,7 @@ def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
 
 
 def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit,
-                     dnnl, bits, short_bands, reads_dy):
+                     dnnl, bits, short_bands, reads_dy, tiles=False):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
     taps' indices into the filter's fh * fw, A values, output values, merged row phases).
     ``limit``: the values of a band's A; ``bits``: A holds 16-bit values (in float32
@@ -432,7 +432,9 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     :func:`_column_classes`). With oneDNN, a row phase py is merged (its entry: where its
     merged taps start in the taps, else -1) where each of its sw > 1 phases takes one tap, read
     at the phase's own dy position, and the phases fill dx's rows whole (conv.pxi's
-    ph_merged)."""
+    ph_merged). ``tiles`` (the tile kernel, which gathers nothing): bands of one row where the
+    kernel takes each row alone, so that the threads share out rows (one image's 11 bands of
+    3 rows went 5 and 6 to two threads); a run of narrow rows keeps its band."""
     wq = -(-W // sw)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
@@ -454,6 +456,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 band = limit // max(1, wp * len(kys) * len(kxs) * OC)
             if short_bands:
                 band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
+            if tiles and not _kernels.conv_tile_rows_run(wp):
+                band = 1
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
             spans.append(span)

@@ -693,6 +693,17 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
                          c.storage == STORE_BFLOAT16)
 
 
+cdef inline bint _tile_rows_run(Py_ssize_t width) noexcept nogil:
+    """Whether phase rows of ``width`` pixels go to the tile kernel in runs of rows: where
+    their own tiles would average 4 pixels or fewer (TILE_FLAT_PIXELS)."""
+    return width <= 4 * ((width + TFC_TILE_M - 1) // TFC_TILE_M)
+
+
+def conv_tile_rows_run(Py_ssize_t width):
+    """_tile_rows_run, for the Python layer's bands."""
+    return bool(_tile_rows_run(width))
+
+
 cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n, Py_ssize_t p,
                            Py_ssize_t j0, Py_ssize_t cb, Py_ssize_t ce,
                            const ConvArgs* c) noexcept nogil:
@@ -722,7 +733,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     memset(zero, 0, c.OC * sizeof(float))
     rows_left = min(<Py_ssize_t>info[6], info[2] - j0)
     j = j0
-    if width <= 4 * ((width + TFC_TILE_M - 1) // TFC_TILE_M):
+    if _tile_rows_run(width):
         taps = info[4] * info[5]
         for ta in range(info[4]):
             for tb in range(info[5]):
