@@ -165,6 +165,39 @@ def test_1x1_through_onednn_matches_reference(fmt, dtype, half_gemm, rng, monkey
     assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
+@needs_onednn
+@pytest.mark.parametrize("n, hw", [(8, 5), (12, 7), (6, 3)], ids=["k2", "k3", "k1"])
+@pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
+def test_1x1_of_small_images_through_onednn(n, hw, dtype, half_gemm, rng, monkeypatch):
+    """A 1x1, stride-1 conv of small images through oneDNN's gather puts k of them in one band
+    (_images_per_band: k = 2 for eight 5x5 images, 3 for twelve 7x7, and 1 for six 3x3,
+    which would leave fewer than 4 bands), one GEMM over their pixels (or, for a half type's
+    own matmul, one over the batch). Within tolerance of the reference, the same bits on 1, 2
+    and 3 threads, the images in their places."""
+    _onednn(monkeypatch, half_gemm)
+    c, oc = 24, 16
+    filt = rng.standard_normal((1, 1, c, oc)).astype(dtype)
+    dy = rng.standard_normal((n, hw, hw, oc)).astype(dtype)
+    kw = dict(strides=[1, 1, 1, 1], padding="VALID")
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            outs.append(T.conv2d_backprop_input([n, hw, hw, c], filt, dy, **kw))
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+    f64 = np.float64
+    ref = T.conv2d_backprop_input([n, hw, hw, c], filt.astype(f64), dy.astype(f64),
+                                  backend="numpy", **kw)
+    scale = T.conv2d_backprop_input([n, hw, hw, c], np.abs(filt.astype(f64)),
+                                    np.abs(dy.astype(f64)), backend="numpy", **kw)
+    assert outs[0].dtype == np.dtype(dtype) and outs[0].shape == ref.shape
+    assert_close(outs[0], ref, scale, dtype, CONV_TOL)
+
+
 # With oneDNN installed (TFCOMPAT_ONEDNN=auto) every conv of two or more images but float64
 # with C >= ONEDNN_MIN_C (0 here) runs the gather with oneDNN's single-threaded matmul per band
 # of each stride phase (float32 with a strided filter whose taps do not overlap keeps the
