@@ -152,6 +152,7 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
     /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
        too few accumulators to keep the multiply-adds busy */
     Py_ssize_t pixels = nrows * width, tiles = (pixels + TFC_TILE_M - 1) / TFC_TILE_M;
+    Py_ssize_t per_tile = tiles ? pixels / tiles : 0, extra = tiles ? pixels % tiles : 0;
     Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
     if (total == 0) {   /* no tap reaches these rows */
         for (Py_ssize_t jj = 0; jj < nrows; jj++)
@@ -177,31 +178,34 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
                 segs++;
             }
             int first = g0 == 0, last = g0 + segs == total;
-            for (Py_ssize_t q = 0, p0 = 0; q < tiles; q++) {
-                int m = (int)(pixels / tiles + (q < pixels % tiles));
+            /* the first tile's pixel p0 is at row jj0, column i0 */
+            for (Py_ssize_t q = 0, p0 = 0, jj0 = 0, i0 = 0; q < tiles; q++) {
+                int m = (int)(per_tile + (q < extra));
                 float *dst[TFC_TILE_M];
-                Py_ssize_t jj0 = p0 / width, i00 = p0 % width;
-                for (int j = 0; j < segs; j++) {
-                    Py_ssize_t jj = jj0, i = i00;
-                    for (int r = 0; r < m; r++) {
-                        const float *row = rows[jj * taps + ts[j]];
-                        Py_ssize_t x = i + cols[ts[j]];
-                        a[j * TFC_TILE_M + r] =
-                            (row && x >= 0 && x < OW ? row + x * K : zero) + k0s[j];
-                        if (++i == width) { i = 0; jj++; }
-                    }
-                    /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
-                    const float *z = zero + k0s[j];
-                    edge[j] = (a[j * TFC_TILE_M] == z) | ((a[j * TFC_TILE_M + m - 1] == z) << 1);
-                }
-                /* the first step starts the running total, the last one stores it in dx */
-                for (Py_ssize_t r = 0, jj = jj0, i = i00; r < m; r++) {
+                Py_ssize_t pj[TFC_TILE_M], pi[TFC_TILE_M];   /* the tile's pixels' rows, columns */
+                for (Py_ssize_t r = 0, jj = jj0, i = i0; r < m; r++) {
+                    pj[r] = jj * taps; pi[r] = i;
+                    /* the first step starts the running total, the last one stores it in dx */
                     dst[r] = last ? out + jj * rs + i * ps + c0 : buf + (p0 + r) * bw;
                     if (++i == width) { i = 0; jj++; }
+                }
+                for (int j = 0; j < segs; j++) {
+                    const float *const *rt = rows + ts[j];
+                    const float *z = zero + k0s[j];
+                    Py_ssize_t cx = cols[ts[j]], off = k0s[j];
+                    const float **aj = a + j * TFC_TILE_M;
+                    for (int r = 0; r < m; r++) {
+                        const float *row = rt[pj[r]];
+                        size_t x = (size_t)(pi[r] + cx);    /* below 0 wraps above OW */
+                        aj[r] = row && x < (size_t)OW ? row + x * K + off : z;
+                    }
+                    /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
+                    edge[j] = (aj[0] == z) | ((aj[m - 1] == z) << 1);
                 }
                 tfc_tile_mn(a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw, bw, dst, m,
                             (int)(bw / 16));
                 p0 += m;
+                for (i0 += m; i0 >= width; i0 -= width) jj0++;
             }
             g0 += segs;
         }
