@@ -62,7 +62,7 @@ def _simd_transposes():
 def swap_inner_axes(arr, nthreads):
     """arr [n, r, s] as a C-contiguous [n, s, r] array of the same dtype (its elements'
     bits), copied by ``nthreads`` threads in 16 x 16 tiles (conv_filter_taps: a batch of
-    transposes); NumPy's copy of the transposed view took 2-4 times as long (NCHW C1's dy
+    transposes), several times faster than NumPy's copy of the transposed view (NCHW's dy
     and dx, docs/performance.md)."""
     src = np.ascontiguousarray(arr)
     n, r, s = src.shape
@@ -434,8 +434,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     merged taps start in the taps, else -1) where each of its sw > 1 phases takes one tap, read
     at the phase's own dy position, and the phases fill dx's rows whole (conv.pxi's
     ph_merged). ``tiles`` (the tile kernel, which gathers nothing): bands of one row where the
-    kernel takes each row alone, so that the threads share out rows (one image's 11 bands of
-    3 rows went 5 and 6 to two threads); a run of narrow rows keeps its band."""
+    kernel takes each row alone, so that the threads share out rows, not bands of uneven
+    count; a run of narrow rows keeps its band."""
     wq = -(-W // sw)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
@@ -724,8 +724,8 @@ def _onednn_gather(p, gemm):
     by side, beat one narrow GEMM per stride phase; where they merge (C5's 2x2 stride 2), a
     GEMM per dy row writing a dx row beat both (docs/performance.md). Nor, from two images on,
     where C < ONEDNN_MIN_C: the gather's GEMMs are C columns wide, and the col2im's (taps * C
-    columns, each thread an image) ran 1.1-3.5x faster there (float32, bfloat16, float16;
-    an RGB image's first layer, C = 3, the most)."""
+    columns, each thread an image) are faster there in every dtype, an RGB image's first
+    layer (C = 3) the most (docs/performance.md)."""
     if p.N >= 2 and p.C < ONEDNN_MIN_C:
         return False
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
@@ -814,8 +814,8 @@ FOLD_PIXELS = 196
 def _images_per_band(p):
     """How many images of a 1x1, stride-1 conv one band of oneDNN's gather takes: the largest
     divisor k of N with k * OH * OW <= FOLD_PIXELS, leaving at least 4 bands for the threads
-    and within the band's values. Single-threaded, oneDNN's matmul ran [49, 512] x [512, 2048]
-    (one 7x7 image) at 107-118 GFLOP/s, [98, ...] at 134-137, [196, ...] at 152-166."""
+    and within the band's values: oneDNN's matmul of one 7x7 image's 49 rows runs far below
+    one of 98 or 196 (docs/performance.md)."""
     rows = max(1, DNNL_GATHER_VALUES // max(1, p.OW * p.OC))
     best = 1
     for k in range(2, p.N // 4 + 1):
