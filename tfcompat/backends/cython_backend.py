@@ -433,9 +433,10 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     :func:`_column_classes`). With oneDNN, a row phase py is merged (its entry: where its
     merged taps start in the taps, else -1) where each of its sw > 1 phases takes one tap, read
     at the phase's own dy position, and the phases fill dx's rows whole (conv.pxi's
-    ph_merged). ``tiles`` (the tile kernel, which gathers nothing): bands of one row where the
-    kernel takes each row alone, so that the threads share out rows, not bands of uneven
-    count; a run of narrow rows keeps its band."""
+    ph_merged). ``tiles`` (the tile kernel, which gathers nothing): where it takes each row
+    alone, bands of an eighth of the phase's rows (one row for 15 or fewer), so that even one
+    image has enough bands for the threads to share out evenly, and few enough that each
+    band's set-up costs nothing to speak of; a run of narrow rows keeps its band."""
     wq = -(-W // sw)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
@@ -458,7 +459,7 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
             if short_bands:
                 band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
             if tiles and not _kernels.conv_tile_rows_run(wp):
-                band = 1
+                band = max(1, hp // 8)
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
             spans.append(span)

@@ -144,11 +144,11 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
    channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
    so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M
    pointers; ``buf``, nrows * width * TFC_TILE_C floats. */
-static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
-                          const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
-                          Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
-                          float *buf, float *out, Py_ssize_t width, Py_ssize_t ps,
-                          Py_ssize_t rs) {
+static inline __attribute__((always_inline)) void tfc_tile_rows_body(
+        const float *const *rows, Py_ssize_t nrows, const int32_t *cols, const float *const *b,
+        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
+        const float *zero, const float **a, float *buf, float *out, Py_ssize_t width,
+        Py_ssize_t ps, Py_ssize_t rs, const int one_row) {
     /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
        too few accumulators to keep the multiply-adds busy */
     Py_ssize_t pixels = nrows * width, tiles = (pixels + TFC_TILE_M - 1) / TFC_TILE_M;
@@ -194,10 +194,17 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
                     const float *z = zero + k0s[j];
                     Py_ssize_t cx = cols[ts[j]], off = k0s[j];
                     const float **aj = a + j * TFC_TILE_M;
-                    for (int r = 0; r < m; r++) {
-                        const float *row = rt[pj[r]];
-                        size_t x = (size_t)(pi[r] + cx);    /* below 0 wraps above OW */
-                        aj[r] = row && x < (size_t)OW ? row + x * K + off : z;
+                    if (one_row) {      /* the tile's pixels side by side in one row */
+                        const float *row = rt[0];
+                        size_t x0 = (size_t)(i0 + cx);      /* below 0 wraps above OW */
+                        for (int r = 0; r < m; r++)
+                            aj[r] = row && x0 + r < (size_t)OW ? row + (x0 + r) * K + off : z;
+                    } else {
+                        for (int r = 0; r < m; r++) {
+                            const float *row = rt[pj[r]];
+                            size_t x = (size_t)(pi[r] + cx);
+                            aj[r] = row && x < (size_t)OW ? row + x * K + off : z;
+                        }
                     }
                     /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
                     edge[j] = (aj[0] == z) | ((aj[m - 1] == z) << 1);
@@ -210,6 +217,21 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
             g0 += segs;
         }
     }
+}
+
+static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
+                          const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
+                          Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
+                          float *buf, float *out, Py_ssize_t width, Py_ssize_t ps,
+                          Py_ssize_t rs) {
+    /* one row in a version of its own: its tiles' pixels are side by side, fewer steps to
+       each pointer */
+    if (nrows == 1)
+        tfc_tile_rows_body(rows, 1, cols, b, taps, OW, K, cb, ce, zero, a, buf, out, width, ps,
+                           rs, 1);
+    else
+        tfc_tile_rows_body(rows, nrows, cols, b, taps, OW, K, cb, ce, zero, a, buf, out, width,
+                           ps, rs, 0);
 }
 
 #else
