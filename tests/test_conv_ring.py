@@ -168,34 +168,15 @@ def test_1x1_through_onednn_matches_reference(fmt, dtype, half_gemm, rng, monkey
 @needs_onednn
 @pytest.mark.parametrize("n, hw", [(8, 5), (12, 7), (6, 3)], ids=["k2", "k3", "k1"])
 @pytest.mark.parametrize("dtype, half_gemm", ONEDNN_TYPES, ids=ONEDNN_IDS)
-def test_1x1_of_small_images_through_onednn(n, hw, dtype, half_gemm, rng, monkeypatch):
+def test_1x1_of_small_images_through_onednn(n, hw, dtype, half_gemm, monkeypatch):
     """A 1x1, stride-1 conv of small images through oneDNN's gather puts k of them in one band
     (_images_per_band: k = 2 for eight 5x5 images, 3 for twelve 7x7, and 1 for six 3x3,
     which would leave fewer than 4 bands), one GEMM over their pixels (or, for a half type's
     own matmul, one over the batch). Within tolerance of the reference, the same bits on 1, 2
     and 3 threads, the images in their places."""
     _onednn(monkeypatch, half_gemm)
-    c, oc = 24, 16
-    filt = rng.standard_normal((1, 1, c, oc)).astype(dtype)
-    dy = rng.standard_normal((n, hw, hw, oc)).astype(dtype)
-    kw = dict(strides=[1, 1, 1, 1], padding="VALID")
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            outs.append(T.conv2d_backprop_input([n, hw, hw, c], filt, dy, **kw))
-    finally:
-        T.set_num_threads(old)
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
-    f64 = np.float64
-    ref = T.conv2d_backprop_input([n, hw, hw, c], filt.astype(f64), dy.astype(f64),
-                                  backend="numpy", **kw)
-    scale = T.conv2d_backprop_input([n, hw, hw, c], np.abs(filt.astype(f64)),
-                                    np.abs(dy.astype(f64)), backend="numpy", **kw)
-    assert outs[0].dtype == np.dtype(dtype) and outs[0].shape == ref.shape
-    assert_close(outs[0], ref, scale, dtype, CONV_TOL)
+    got = _on_1_2_3_threads((1, 1, 1, 1, (0, 0, 0, 0)), dtype, 4, n=n, h=hw, w=hw, c=24, oc=16)
+    assert got.dtype == np.dtype(dtype) and got.shape == (n, hw, hw, 24)
 
 
 # With oneDNN installed (TFCOMPAT_ONEDNN=auto) every conv of two or more images but float64
@@ -279,24 +260,25 @@ def test_one_image_shares_its_bands_between_threads(case, dtype, path, monkeypat
         monkeypatch.setattr(cython_backend, "GATHER_VALUES", 100)
     else:
         _onednn(monkeypatch, path, 100)
-    _one_image_on_1_2_3_threads(case, dtype, 9, h=22, w=10, c=7, oc=5)
+    _on_1_2_3_threads(case, dtype, 9, h=22, w=10, c=7, oc=5)
 
 
-def _one_image_on_1_2_3_threads(case, dtype, seed, **sizes):
-    """One image of ``case`` within tolerance of the reference, the same bits on 1, 2 and 3
-    threads."""
+def _on_1_2_3_threads(case, dtype, seed, n=1, **sizes):
+    """``n`` images (one unless said) of ``case`` within tolerance of the reference, the same
+    bits on 1, 2 and 3 threads; returns the result."""
     old = T.get_num_threads()
     outs = []
     try:
         for k in (1, 2, 3):
             T.set_num_threads(k)
-            got, ref, scale = _run(case, dtype, np.random.default_rng(seed), n=1, **sizes)
+            got, ref, scale = _run(case, dtype, np.random.default_rng(seed), n=n, **sizes)
             assert_close(got, ref, scale, dtype, CONV_TOL)
             outs.append(got)
     finally:
         T.set_num_threads(old)
     for o in outs[1:]:
         assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+    return outs[0]
 
 
 @pytest.mark.parametrize("dtype, path", [p for p in ONE_IMAGE_PATHS
@@ -310,7 +292,7 @@ def test_one_image_1x1_splits_into_bands_at_the_default_sizes(dtype, path, monke
         monkeypatch.setattr(cython_backend, "ONEDNN", "off")
     else:
         _onednn(monkeypatch, path)
-    _one_image_on_1_2_3_threads((1, 1, 1, 1, (0, 0, 0, 0)), dtype, 4, h=45, w=8, c=6, oc=9)
+    _on_1_2_3_threads((1, 1, 1, 1, (0, 0, 0, 0)), dtype, 4, h=45, w=8, c=6, oc=9)
 
 
 @needs_onednn
@@ -507,7 +489,7 @@ def test_tiles_same_bits_on_any_thread_count(case, w, monkeypatch):
 def test_tiles_one_image_shares_its_bands_between_threads(case, monkeypatch):
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
-    _one_image_on_1_2_3_threads(case, np.float32, 9, h=22, w=10, c=32, oc=5)
+    _on_1_2_3_threads(case, np.float32, 9, h=22, w=10, c=32, oc=5)
     assert all(used) and len(used) == 3
 
 
@@ -534,24 +516,12 @@ def test_tiles_with_a_filter_over_the_cache_budget(case, monkeypatch):
     """OC = 512 and 9 or 15 taps: a block of 64 columns of the filter's taps takes 1.2 MB or
     more, over the tile kernel's 1 MiB budget, so each thread runs C = 80's two column blocks
     (64 and 16) one after the other over all of its images (stride 4: the phases no tap
-    reaches are zeroed block by block). Within tolerance of the
-    reference, the same bits on 1, 2 and 3 threads, with several bands per image."""
+    reaches are zeroed block by block). Within tolerance of the reference, the same bits on 1,
+    2 and 3 threads, with several bands per image."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 30000)
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            got, ref, scale = _run(case, np.float32, np.random.default_rng(4), n=3, h=8, w=7,
-                                   c=80, oc=512)
-            assert_close(got, ref, scale, np.float32, CONV_TOL)
-            outs.append(got)
-    finally:
-        T.set_num_threads(old)
+    _on_1_2_3_threads(case, np.float32, 4, n=3, h=8, w=7, c=80, oc=512)
     assert used == [True] * 3
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
 
 
 def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):

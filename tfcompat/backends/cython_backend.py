@@ -54,8 +54,10 @@ def to_float32(arr, nthreads):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def _simd_transposes():
-    """Whether conv_filter_taps may transpose 4-byte values in AVX-512 registers."""
+    """Whether conv_filter_taps may transpose 4-byte values in AVX-512 registers (asked once:
+    it is on every conv's path)."""
     return _kernels.conv_tiles_built() and _cpu_has("AVX512F")
 
 

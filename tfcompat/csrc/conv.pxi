@@ -79,16 +79,16 @@ cdef extern from *:
     enum: TILE_FILTER_BYTES "TFC_TILE_FILTER_BYTES"
 
 # Phase rows whose tiles would average 4 pixels or fewer (widths 1-4, 7, 8) go to the tile
-# kernel as runs of up to TILE_FLAT_PIXELS pixels (at most TILE_FLAT_ROWS rows): fuller
+# kernel as runs of up to TILE_RUN_PIXELS pixels (at most TILE_RUN_ROWS rows): fuller
 # tiles, each step's filter block read from L1 by all of them instead of by one row's two, at
 # the price of multiplying the zeros outside dy (docs/performance.md).
 cdef extern from *:
     """
-    #define TFC_TILE_FLAT_PIXELS 192
-    #define TFC_TILE_FLAT_ROWS 32
+    #define TFC_TILE_RUN_PIXELS 192
+    #define TFC_TILE_RUN_ROWS 32
     """
-    enum: TILE_FLAT_PIXELS "TFC_TILE_FLAT_PIXELS"
-    enum: TILE_FLAT_ROWS "TFC_TILE_FLAT_ROWS"
+    enum: TILE_RUN_PIXELS "TFC_TILE_RUN_PIXELS"
+    enum: TILE_RUN_ROWS "TFC_TILE_RUN_ROWS"
 
 # the tile kernel's filter blocks' columns (conv_filter_taps's ``block``)
 CONV_TILE_BLOCK = TFC_TILE_C
@@ -96,12 +96,12 @@ CONV_TILE_BLOCK = TFC_TILE_C
 
 cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) noexcept nogil:
     """The floats of _tile_phase_band's scratch for T = fh * fw taps: the dy row pointers of
-    TILE_FLAT_ROWS rows, a pointer to each tap's filter, a tile's pointers (2 floats each), an
-    int32 column per tap, OC zeros, then the running totals of max(W, TILE_FLAT_PIXELS)
+    TILE_RUN_ROWS rows, a pointer to each tap's filter, a tile's pointers (2 floats each), an
+    int32 column per tap, OC zeros, then the running totals of max(W, TILE_RUN_PIXELS)
     pixels from the next 64-byte boundary; even, so that every worker's pointers are 8-byte
     aligned."""
-    cdef Py_ssize_t n = (2 * (T * TILE_FLAT_ROWS + T + TFC_TILE_SEGS * TFC_TILE_M) + T + OC + 16
-                         + TFC_TILE_C * max(W, TILE_FLAT_PIXELS))
+    cdef Py_ssize_t n = (2 * (T * TILE_RUN_ROWS + T + TFC_TILE_SEGS * TFC_TILE_M) + T + OC + 16
+                         + TFC_TILE_C * max(W, TILE_RUN_PIXELS))
     return n + n % 2
 
 
@@ -695,7 +695,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
 
 cdef inline bint _tile_rows_run(Py_ssize_t width) noexcept nogil:
     """Whether phase rows of ``width`` pixels go to the tile kernel in runs of rows: where
-    their own tiles would average 4 pixels or fewer (TILE_FLAT_PIXELS)."""
+    their own tiles would average 4 pixels or fewer (TILE_RUN_PIXELS)."""
     return width <= 4 * ((width + TFC_TILE_M - 1) // TFC_TILE_M)
 
 
@@ -712,7 +712,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     taps (ta, tb), dy[j + offy[ta], i + offx[tb]] times the tap's [OC, C] matrix
     (tfc_tile_rows's order of sums), stored straight into dx. A row whose tiles would average
     more than 4 pixels goes alone and takes only the taps whose dy row is inside dy; narrower
-    rows go in runs (see TILE_FLAT_PIXELS) that take every tap, reading zeros outside dy (but
+    rows go in runs (see TILE_RUN_PIXELS) that take every tap, reading zeros outside dy (but
     for a tile's first and last pixel: tiles.h).
     work: _tile_scratch's floats, laid out as it says."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
@@ -720,7 +720,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     cdef const int32_t* offx = c.ph_offx + p * c.fw
     cdef Py_ssize_t T = c.fh * c.fw, taps, ta, tb, jj, j, oy, rows_left, run, r
     cdef const float** rows = <const float**>work
-    cdef const float** b = rows + T * TILE_FLAT_ROWS
+    cdef const float** b = rows + T * TILE_RUN_ROWS
     cdef const float** a = b + T
     cdef int32_t* cols = <int32_t*>(a + TFC_TILE_SEGS * TFC_TILE_M)
     cdef float* zero = <float*>(cols + T)
@@ -740,7 +740,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                 cols[ta * info[5] + tb] = offx[tb]
                 b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.OC * c.C
         while rows_left > 0:
-            run = min(rows_left, TILE_FLAT_ROWS, max(1, TILE_FLAT_PIXELS // width))
+            run = min(rows_left, TILE_RUN_ROWS, max(1, TILE_RUN_PIXELS // width))
             for r in range(run):
                 for ta in range(info[4]):
                     oy = j + r + offy[ta]

@@ -88,7 +88,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
     }
 }
 
-/* out[r * ps + 16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
+/* out[r][16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
    segments g < segs and k < K[g] of a[g * TFC_TILE_M + r][k] * b[g][k * ldb + 16 v ...], for
    r < M, v < NV (constants after inlining). Segment g leaves out its first row where bit 0 of
    edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy, which would
