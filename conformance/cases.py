@@ -154,9 +154,10 @@ def _conv_cases(full):
         for dt in (dtypes if full else (dtypes[n % 4],) + (() if n % 4 == 0 else ("f32",))):
             cases.append(Case("conv", dt, b=b, i=(h, w), c=3, oc=4, k=k, s=(s, s), d=(d, d), p=p,
                               l=lay))
-        if full:  # float32 with C a multiple of 16 (the tile kernel's, where it runs): one
-            # block of 16 channels, or a block of 64 and one of 16 with 130 input channels
-            c, oc = ((16, 4), (80, 130))[n % 2]
+        if full:  # float32 for the tile kernel, where it runs: one block of 16 channels, a
+            # block of 64 and one of 16 with 130 input channels, or a block of 48 whose last 8
+            # channels are zeros
+            c, oc = ((16, 4), (80, 130), (40, 9))[n % 3]
             cases.append(Case("conv", "f32", b=b, i=(h, w), c=c, oc=oc, k=k, s=(s, s),
                               d=(d, d), p=p, l=lay))
     if not full:  # the layer types of docs/semantics.md §10 at a small size

@@ -257,6 +257,7 @@ def test_one_image_shares_its_bands_between_threads(case, dtype, path, monkeypat
     same bits on any thread count. ``path``: TFCOMPAT_ONEDNN=off, or oneDNN's TFCOMPAT_HALF_GEMM."""
     if path == "off":
         monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+        monkeypatch.setattr(cython_backend, "CONV_TILES", "off")   # float32: our BLAS's GEMMs
         monkeypatch.setattr(cython_backend, "GATHER_VALUES", 100)
     else:
         _onednn(monkeypatch, path, 100)
@@ -451,7 +452,7 @@ def _direct(case):
 
 @needs_tiles
 @pytest.mark.parametrize("c, oc, w", [(16, 3, 9), (80, 130, 23), (48, 20, 7), (80, 130, 4),
-                                     (16, 3, 1)])
+                                     (16, 3, 1), (40, 9, 9), (100, 33, 7)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 def test_tiles_match_reference(case, c, oc, w, rng, monkeypatch):
     used = _tiles(monkeypatch)
@@ -494,13 +495,15 @@ def test_tiles_one_image_shares_its_bands_between_threads(case, monkeypatch):
 
 
 @needs_tiles
+@pytest.mark.parametrize("c", [80, 41])
 @pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
-def test_tiles_put_each_tap_at_its_dx_position(nchw, monkeypatch):
-    """3x3 filter, stride 2, VALID, C = 80, two 9x9 images: a one-hot dy (_one_hot_dy) puts the
+def test_tiles_put_each_tap_at_its_dx_position(nchw, c, monkeypatch):
+    """3x3 filter, stride 2, VALID, C = 80 (blocks of 64 and 16 channels) or 41 (a block of
+    48, the last 7 of them zeros), two 9x9 images: a one-hot dy (_one_hot_dy) puts the
     filter's taps of output channel 0 at their dx positions (small integers, exact in
-    float32)."""
+    float32), and nothing else anywhere."""
     used = _tiles(monkeypatch)
-    c, oc = 80, 3
+    oc = 3
     w = (np.arange(3 * 3 * c * oc).reshape(3, 3, c, oc) % 11 - 5).astype(np.float32)
     got, want = _one_hot_dy(w, 2, 9, 9, nchw)
     assert used == [True]
@@ -512,16 +515,59 @@ def test_tiles_put_each_tap_at_its_dx_position(nchw, monkeypatch):
 @pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
                                   (5, 3, 1, 2, (3, 0, 2, 2)), (3, 3, 4, 1, (0, 0, 0, 0))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_tiles_with_a_filter_over_the_cache_budget(case, monkeypatch):
+@pytest.mark.parametrize("c", [80, 150])
+def test_tiles_with_a_filter_over_the_cache_budget(case, c, monkeypatch):
     """OC = 512 and 9 or 15 taps: a block of 64 columns of the filter's taps takes 1.2 MB or
     more, over the tile kernel's 1 MiB budget, so each thread runs C = 80's two column blocks
-    (64 and 16) one after the other over all of its images (stride 4: the phases no tap
-    reaches are zeroed block by block). Within tolerance of the reference, the same bits on 1,
-    2 and 3 threads, with several bands per image."""
+    (64 and 16), or C = 150's three (64, 64 and 22 in a block of 32), one after the other over
+    all of its images (stride 4: the phases no tap reaches are zeroed block by block). Within
+    tolerance of the reference, the same bits on 1, 2 and 3 threads, with several bands per
+    image."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 30000)
-    _on_1_2_3_threads(case, np.float32, 4, n=3, h=8, w=7, c=80, oc=512)
+    _on_1_2_3_threads(case, np.float32, 4, n=3, h=8, w=7, c=c, oc=512)
     assert used == [True] * 3
+
+
+@needs_tiles
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
+                                  (7, 7, 2, 1, (3, 3, 3, 3))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("c", [3, 12, 23])
+def test_tiles_one_image_of_few_channels(case, c, monkeypatch):
+    """One image with C below TILE_MIN_C and not a multiple of 16 (one vector of channels,
+    partly zeros), without oneDNN: the tile kernel, within tolerance of the reference, the
+    same bits on 1, 2 and 3 threads."""
+    used = _tiles(monkeypatch)
+    monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
+    _on_1_2_3_threads(case, np.float32, 6, h=19, w=17, c=c, oc=10)
+    assert used == [True] * 3
+
+
+@needs_tiles
+def test_tiles_take_c_not_a_multiple_of_16_from_tile_min_c(rng, monkeypatch):
+    """Which float32 convs take the tile kernel by C (3x3, stride 1, SAME): multiples of 16
+    always; others from TILE_MIN_C = 24 on, and below it only one image without oneDNN (two or
+    more images go to the col2im); each result within tolerance of the reference."""
+    used = _tiles(monkeypatch)
+    case = (3, 3, 1, 1, (1, 1, 1, 1))
+    for n, c in [(2, 16), (2, 23), (2, 24), (2, 57), (1, 23), (1, 5)]:
+        got, ref, scale = _run(case, np.float32, rng, n=n, h=6, w=9, c=c, oc=4)
+        assert_close(got, ref, scale, np.float32, CONV_TOL)
+    assert used == [True, False, True, True, True, True]
+
+
+@needs_tiles
+@needs_onednn
+def test_one_image_of_few_channels_keeps_onednn(rng, monkeypatch):
+    """With oneDNN, one image with C below TILE_MIN_C (not a multiple of 16) keeps oneDNN's
+    gather, within tolerance of the reference."""
+    used = _tiles(monkeypatch)
+    monkeypatch.setattr(cython_backend, "ONEDNN", "auto")
+    got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=1, h=6, w=9, c=12,
+                           oc=4)
+    assert used == [False]
+    assert_close(got, ref, scale, np.float32, CONV_TOL)
 
 
 def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):

@@ -358,7 +358,12 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
         p, dnnl, ct.itemsize == 2, short_bands, tiles)
     if tiles:
         a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
-    taps = _filter_taps(p.filter, tap_rows, ct, nthreads,
+    filt = p.filter
+    if tiles and p.C % 16:
+        # the tile kernel reads whole vectors of 16 channels: zeros in the columns from C on
+        filt = np.zeros(p.filter.shape[:2] + (-(-p.C // 16) * 16, p.OC), p.filter.dtype)
+        filt[:, :, :p.C] = p.filter
+    taps = _filter_taps(filt, tap_rows, ct, nthreads,
                         _kernels.CONV_TILE_BLOCK if tiles else 0)
     if (merged >= 0).any():
         # a merged row phase's taps side by side: [OC, sw * C], after every phase's own
@@ -440,6 +445,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     image has enough bands for the threads to share out evenly, and few enough that each
     band's set-up costs nothing to speak of; a run of narrow rows keeps its band."""
     wq = -(-W // sw)
+    if tiles:   # the tile kernel's taps have C rounded up to a multiple of 16 columns
+        C = -(-C // 16) * 16
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
     for py in range(sh):
@@ -523,6 +530,9 @@ def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
 # The fewest input channels C for which a conv of two or more images takes oneDNN's gather
 # (_onednn_gather)
 ONEDNN_MIN_C = 24
+# The fewest input channels C, where C is not a multiple of 16, for which a conv of two or
+# more images, or of one with oneDNN, takes the tile kernel (_use_tiles)
+TILE_MIN_C = 24
 # oneDNN's matmul in the conv: "auto" where it is installed, "off" never (our BLAS GEMMs)
 ONEDNN = os.environ.get("TFCOMPAT_ONEDNN", "auto")
 # the type oneDNN multiplies bfloat16 and float16 in: "auto" (_gemm_type), "native" (dy's own
@@ -701,15 +711,19 @@ def _use_gather(p):
 
 def _use_tiles(p, gemm, direct):
     """float32 on the tile kernel (conv.pxi's _tile_phase_band, tiles.h): where it is compiled
-    in, the CPU has AVX512F, C is a multiple of 16 (a tile is 16 to 64 channels wide) and the
-    conv is not a 1x1, stride-1, unpadded one (``direct``: one GEMM per image, as fast or
-    faster). It reads dy in place, sums each tile in registers and stores it at its dx
-    position: no gathered copy and no output to place. With oneDNN's matmuls (``gemm``), a
-    conv whose row phases all merge (C5's 2x2 stride 2) keeps them: one GEMM per dy row that
-    writes a dx row was faster there (docs/performance.md)."""
+    in, the CPU has AVX512F and the conv is not a 1x1, stride-1, unpadded one (``direct``: one
+    GEMM per image, as fast or faster). It reads dy in place, sums each tile in registers and
+    stores it at its dx position: no gathered copy and no output to place. A tile is 16 to 64
+    channels wide, so where C is not a multiple of 16 the last vector of channels is partly
+    zeros: from C = TILE_MIN_C on, or for one image without oneDNN, it still beats the other
+    strategies; below that, the col2im (two or more images) and oneDNN's gather (one image)
+    were faster. With oneDNN's matmuls (``gemm``), a conv whose row phases all merge (C5's 2x2
+    stride 2) keeps them: one GEMM per dy row that writes a dx row was faster there
+    (docs/performance.md)."""
     if not (CONV_TILES != "off" and CONV_STRATEGY == "auto" and p.dtype == F32
-            and not direct and p.C % 16 == 0 and _kernels.conv_tiles_built()
-            and _cpu_has("AVX512F")):
+            and not direct and _kernels.conv_tiles_built() and _cpu_has("AVX512F")):
+        return False
+    if p.C % 16 and p.C < TILE_MIN_C and (p.N >= 2 or gemm is not None):
         return False
     return gemm is None or not _all_merged(p)
 

@@ -23,13 +23,15 @@
 #     stride phases each take one tap at their own dy position (ph_merged) runs one matmul
 #     per dy row that writes a whole dx row. (A 1x1 half-type conv multiplied in its own type
 #     is one oneDNN matmul over the whole batch, run by the Python layer.)
-#   tiles (_tile_phase_band, tiles.h; float32, C a multiple of 16, AVX512F; any N: the threads
-#     share out the bands of every image): the gather's stride phases without a gather or a
-#     GEMM: each tile of 6 dx pixels by 64 channels sums its taps' products from dy in place,
-#     in registers, and is stored at its dx positions. Where the filter's taps for all of C
-#     take more than TILE_FILTER_BYTES, each thread runs its bands once per group of column
-#     blocks whose taps fit (tile_cols), so that group stays in L2 for all of its images
-#     instead of the whole filter passing through it on every row.
+#   tiles (_tile_phase_band, tiles.h; float32, AVX512F, the C the Python layer's _use_tiles
+#     takes; any N: the threads share out the bands of every image): the gather's stride
+#     phases without a gather or a GEMM: each tile of 6 dx pixels by 64 channels sums its taps'
+#     products from dy in place, in registers, and is stored at its dx positions. A C that is
+#     not a multiple of 16 has its filter's taps padded with zero columns up to the next one
+#     (tile_c), and the last vector of each pixel stores only its dx channels. Where the
+#     filter's taps for all of C take more than TILE_FILTER_BYTES, each thread runs its bands
+#     once per group of column blocks whose taps fit (tile_cols), so that group stays in L2 for
+#     all of its images instead of the whole filter passing through it on every row.
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
@@ -58,8 +60,9 @@ cdef extern from "tiles.h":
     void tile_rows "tfc_tile_rows"(const float* const* rows, Py_ssize_t nrows,
                                    const int32_t* cols, const float* const* b, Py_ssize_t taps,
                                    Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
-                                   const float* zero, const float** a, float* buf, float* out,
-                                   Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs) noexcept nogil
+                                   Py_ssize_t C, const float* zero, const float** a, float* buf,
+                                   float* out, Py_ssize_t width, Py_ssize_t ps,
+                                   Py_ssize_t rs) noexcept nogil
 
 
 def conv_tiles_built():
@@ -252,6 +255,7 @@ cdef struct ConvArgs:
     # float32 on the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
     Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
+    Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -738,7 +742,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
         for ta in range(info[4]):
             for tb in range(info[5]):
                 cols[ta * info[5] + tb] = offx[tb]
-                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.OC * c.C
+                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
         while rows_left > 0:
             run = min(rows_left, TILE_RUN_ROWS, max(1, TILE_RUN_PIXELS // width))
             for r in range(run):
@@ -747,7 +751,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     for tb in range(info[5]):
                         rows[r * taps + ta * info[5] + tb] = (
                             dy + (n * c.OH + oy) * c.OW * c.OC if 0 <= oy < c.OH else NULL)
-            tile_rows(rows, run, cols, b, taps, c.OW, c.OC, cb, ce, zero, a, buf,
+            tile_rows(rows, run, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
                       dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps,
                       rs)
             j += run
@@ -762,10 +766,21 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                 for tb in range(info[5]):
                     rows[taps] = dy + (n * c.OH + oy) * c.OW * c.OC
                     cols[taps] = offx[tb]
-                    b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.C
+                    b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
                     taps += 1
-        tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, zero, a, buf,
+        tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
                   dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps, rs)
+
+
+cdef Py_ssize_t _tile_taps(const ConvArgs* c) noexcept nogil:
+    """The values of the tile kernel's filter taps: each phase's taps, [OC, tile_c] each, from
+    its offset (info[7])."""
+    cdef Py_ssize_t p, end = 0
+    cdef const int32_t* info
+    for p in range(c.phases):
+        info = c.ph_info + p * PH_WIDTH
+        end = max(end, info[7] + info[4] * info[5] * c.OC * c.tile_c)
+    return end
 
 
 cdef inline Py_ssize_t _bands(const int32_t* info) noexcept nogil:
@@ -822,8 +837,8 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
         # the same way whichever thread runs it
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             cb = 0
-            while cb < c.C:
-                ce = min(cb + c.tile_cols, c.C)
+            while cb < c.tile_c:
+                ce = min(cb + c.tile_cols, c.tile_c)
                 n = c.N * c.units * t // num_threads
                 last = c.N * c.units * (t + 1) // num_threads
                 while n < last:
@@ -894,7 +909,7 @@ cdef class ConvPlan:
         c.gather = gather is not None
         c.dnnl = False
         c.tiles = False
-        c.tile_cols = c.C
+        c.tile_cols = c.tile_c = c.C
         self.dnnl = dnnl
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
@@ -910,14 +925,15 @@ cdef class ConvPlan:
             TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
-            c.tile_cols = c.C
+            c.tile_cols = c.tile_c = c.C
             if tiles:
+                c.tile_c = (c.C + 15) // 16 * 16
                 c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
                     c.fh * c.fw * c.OC * TFC_TILE_C * 4))
-            TFC_CHECK(not tiles or (tfc_tiles_built() and not dnnl and not float64
-                                    and storage == STORE_NATIVE and c.C % 16 == 0
-                                    and c.work_per_thread % 2 == 0
-                                    and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)))
+                TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
+                          and storage == STORE_NATIVE and c.work_per_thread % 2 == 0
+                          and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
+                          and taps.size >= _tile_taps(c))
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)

@@ -90,13 +90,15 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
 
 /* out[r][16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
    segments g < segs and k < K[g] of a[g * TFC_TILE_M + r][k] * b[g][k * ldb + 16 v ...], for
-   r < M, v < NV (constants after inlining). Segment g leaves out its first row where bit 0 of
-   edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy, which would
-   add zero products (and NaN for an infinite filter value, where the col2im adds nothing). */
+   r < M, v < NV (constants after inlining); of the last vector, only the lanes in ``tail``
+   are stored (a C that is not a multiple of 16). Segment g leaves out its first row where
+   bit 0 of edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy,
+   which would add zero products (and NaN for an infinite filter value, where the col2im adds
+   nothing). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
         int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
-        const int M, const int NV) {
+        __mmask16 tail, const int M, const int NV) {
     __m512 acc[TFC_TILE_M][4];
     for (int r = 0; r < M; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
@@ -113,12 +115,15 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         for (int v = 0; v < NV; v++) {
             __m512 y = acc[r][v];
             if (init) y = _mm512_add_ps(_mm512_loadu_ps(init + r * ips + 16 * v), y);
-            _mm512_storeu_ps(out[r] + 16 * v, y);
+            if (v == NV - 1)
+                _mm512_mask_storeu_ps(out[r] + 16 * v, tail, y);
+            else
+                _mm512_storeu_ps(out[r] + 16 * v, y);
         }
 }
 
 #define TFC_TILE_CASE(m, nv) \
-    case (m) * 8 + (nv): tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, (m), (nv)); break;
+    case (m) * 8 + (nv): tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, (m), (nv)); break;
 #define TFC_TILE_ROW(m) \
     TFC_TILE_CASE(m, 1) TFC_TILE_CASE(m, 2) TFC_TILE_CASE(m, 3) TFC_TILE_CASE(m, 4)
 
@@ -126,7 +131,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
 static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
         int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
-        int m, int nv) {
+        __mmask16 tail, int m, int nv) {
     switch (m * 8 + nv) {
         TFC_TILE_ROW(1) TFC_TILE_ROW(2) TFC_TILE_ROW(3)
         TFC_TILE_ROW(4) TFC_TILE_ROW(5) TFC_TILE_ROW(6)
@@ -135,10 +140,11 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
 }
 
 /* nrows phase rows of width pixels each, as one run of pixels q = jj * width + i (row jj,
-   column i): channels cb <= c < ce (cb a multiple of TFC_TILE_C, ce a multiple of 16 up to C),
-   into out + jj * rs + i * ps + c. Tap t < taps reads, for row jj, dy row rows[jj * taps + t]
-   (OW pixels of K values; NULL: a row outside dy) at column i + cols[t]; outside dy it reads
-   ``zero`` (K zeros). b[t] is the tap's filter [K, C] in blocks of TFC_TILE_C columns ([K, 64]
+   column i): channels cb <= c < min(ce, C) (cb a multiple of TFC_TILE_C, ce a multiple of 16
+   below C + 16), into out + jj * rs + i * ps + c. Tap t < taps reads, for row jj, dy row
+   rows[jj * taps + t] (OW pixels of K values; NULL: a row outside dy) at column i + cols[t];
+   outside dy it reads ``zero`` (K zeros). b[t] is the tap's filter [K, Cp] (Cp: C rounded up
+   to a multiple of 16, the columns from C on zeros) in blocks of TFC_TILE_C columns ([K, 64]
    each, the last one narrower), block c0 at b[t] + K * c0. The segments (each tap's input
    channels, in chunks of at most TFC_TILE_KC) are grouped into steps of at most TFC_TILE_KC
    channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
@@ -147,8 +153,8 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
 static inline __attribute__((always_inline)) void tfc_tile_rows_body(
         const float *const *rows, Py_ssize_t nrows, const int32_t *cols, const float *const *b,
         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
-        const float *zero, const float **a, float *buf, float *out, Py_ssize_t width,
-        Py_ssize_t ps, Py_ssize_t rs, const int one_row) {
+        Py_ssize_t C, const float *zero, const float **a, float *buf, float *out,
+        Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs, const int one_row) {
     /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
        too few accumulators to keep the multiply-adds busy */
     Py_ssize_t pixels = nrows * width, tiles = (pixels + TFC_TILE_M - 1) / TFC_TILE_M;
@@ -157,11 +163,15 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
     if (total == 0) {   /* no tap reaches these rows */
         for (Py_ssize_t jj = 0; jj < nrows; jj++)
             for (Py_ssize_t i = 0; i < width; i++)
-                memset(out + jj * rs + i * ps + cb, 0, (ce - cb) * sizeof(float));
+                memset(out + jj * rs + i * ps + cb, 0,
+                       ((ce < C ? ce : C) - cb) * sizeof(float));
         return;
     }
     for (Py_ssize_t c0 = cb; c0 < ce; c0 += TFC_TILE_C) {
         Py_ssize_t bw = ce - c0 < TFC_TILE_C ? ce - c0 : TFC_TILE_C;
+        /* the lanes of the block's last vector that are dx channels: the last step's stores */
+        int lanes = (int)((C - c0 < bw ? C - c0 : bw) - (bw - 16));
+        __mmask16 tail = (__mmask16)((1u << lanes) - 1);
         Py_ssize_t g0 = 0;      /* the step's first segment */
         while (g0 < total) {
             const float *bs[TFC_TILE_SEGS];
@@ -209,8 +219,8 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                     /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
                     edge[j] = (aj[0] == z) | ((aj[m - 1] == z) << 1);
                 }
-                tfc_tile_mn(a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw, bw, dst, m,
-                            (int)(bw / 16));
+                tfc_tile_mn(a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw, bw, dst,
+                            last ? tail : (__mmask16)0xffff, m, (int)(bw / 16));
                 p0 += m;
                 for (i0 += m; i0 >= width; i0 -= width) jj0++;
             }
@@ -221,17 +231,17 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
 
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
                           const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
-                          Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
-                          float *buf, float *out, Py_ssize_t width, Py_ssize_t ps,
-                          Py_ssize_t rs) {
+                          Py_ssize_t cb, Py_ssize_t ce, Py_ssize_t C, const float *zero,
+                          const float **a, float *buf, float *out, Py_ssize_t width,
+                          Py_ssize_t ps, Py_ssize_t rs) {
     /* one row in a version of its own: its tiles' pixels are side by side, fewer steps to
        each pointer */
     if (nrows == 1)
-        tfc_tile_rows_body(rows, 1, cols, b, taps, OW, K, cb, ce, zero, a, buf, out, width, ps,
-                           rs, 1);
+        tfc_tile_rows_body(rows, 1, cols, b, taps, OW, K, cb, ce, C, zero, a, buf, out, width,
+                           ps, rs, 1);
     else
-        tfc_tile_rows_body(rows, nrows, cols, b, taps, OW, K, cb, ce, zero, a, buf, out, width,
-                           ps, rs, 0);
+        tfc_tile_rows_body(rows, nrows, cols, b, taps, OW, K, cb, ce, C, zero, a, buf, out,
+                           width, ps, rs, 0);
 }
 
 #else
@@ -244,11 +254,11 @@ static void tfc_transpose16(const float *src, Py_ssize_t lss, float *dst, Py_ssi
 
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
                           const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
-                          Py_ssize_t cb, Py_ssize_t ce, const float *zero, const float **a,
-                          float *buf, float *out, Py_ssize_t width, Py_ssize_t ps,
-                          Py_ssize_t rs) {
+                          Py_ssize_t cb, Py_ssize_t ce, Py_ssize_t C, const float *zero,
+                          const float **a, float *buf, float *out, Py_ssize_t width,
+                          Py_ssize_t ps, Py_ssize_t rs) {
     (void)rows; (void)nrows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)cb;
-    (void)ce; (void)zero; (void)a; (void)buf; (void)out; (void)width; (void)ps; (void)rs;
+    (void)ce; (void)C; (void)zero; (void)a; (void)buf; (void)out; (void)width; (void)ps; (void)rs;
 }
 
 #endif
