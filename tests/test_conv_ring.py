@@ -452,7 +452,7 @@ def _direct(case):
 
 @needs_tiles
 @pytest.mark.parametrize("c, oc, w", [(16, 3, 9), (80, 130, 23), (48, 20, 7), (80, 130, 4),
-                                     (16, 3, 1), (40, 9, 9), (100, 33, 7)])
+                                     (16, 3, 1), (40, 9, 9), (100, 33, 7), (16, 5, 16)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 def test_tiles_match_reference(case, c, oc, w, rng, monkeypatch):
     used = _tiles(monkeypatch)

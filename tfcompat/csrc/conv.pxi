@@ -52,6 +52,7 @@ ctypedef int (*dnnl_set_handle_f)(void* memory, void* handle) noexcept nogil
 
 cdef extern from "tiles.h":
     enum: TFC_TILE_M
+    enum: TFC_TILE_M2
     enum: TFC_TILE_C
     enum: TFC_TILE_SEGS
     int tfc_tiles_built() noexcept nogil
@@ -103,7 +104,7 @@ cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) 
     int32 column per tap, OC zeros, then the running totals of max(W, TILE_RUN_PIXELS)
     pixels from the next 64-byte boundary; even, so that every worker's pointers are 8-byte
     aligned."""
-    cdef Py_ssize_t n = (2 * (T * TILE_RUN_ROWS + T + TFC_TILE_SEGS * TFC_TILE_M) + T + OC + 16
+    cdef Py_ssize_t n = (2 * (T * TILE_RUN_ROWS + T + TFC_TILE_SEGS * TFC_TILE_M2) + T + OC + 16
                          + TFC_TILE_C * max(W, TILE_RUN_PIXELS))
     return n + n % 2
 
@@ -726,7 +727,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     cdef const float** rows = <const float**>work
     cdef const float** b = rows + T * TILE_RUN_ROWS
     cdef const float** a = b + T
-    cdef int32_t* cols = <int32_t*>(a + TFC_TILE_SEGS * TFC_TILE_M)
+    cdef int32_t* cols = <int32_t*>(a + TFC_TILE_SEGS * TFC_TILE_M2)
     cdef float* zero = <float*>(cols + T)
     # the running totals on a 64-byte boundary, each vector in one cache line
     cdef float* buf = <float*>((<intptr_t>(zero + c.OC) + 63) & ~(<intptr_t>63))

@@ -3,13 +3,14 @@
  *
  * A tile is up to TFC_TILE_M = 6 pixels of one phase row (or of a run of narrow rows, below)
  * by up to TFC_TILE_C = 64 channels: 6 x 4 zmm accumulators, which leave registers for the
- * four filter vectors and a broadcast. For each input channel k, every pixel r of the tile adds
- * a[r][k] * b[k][0:64], where a[r] is the dy pixel a tap reads for pixel r and b that tap's
- * [OC, C] filter matrix. A tap that reads outside dy is left out at the tile's first and last
- * pixel (where a padding of one puts it) and reads a row of zeros elsewhere; a row taken alone
- * visits only the taps whose dy row is inside dy. dy is read in place (no gathered copy of it),
- * and each finished tile is stored at its dx position, whatever the stride (no GEMM output to
- * place).
+ * four filter vectors and a broadcast; a tile 16 channels wide takes up to TFC_TILE_M2 = 8
+ * pixels (6 x 1 accumulators could not keep the multiply-adds busy). For each input channel
+ * k, every pixel r of the tile adds a[r][k] * b[k][0:64], where a[r] is the dy pixel a tap
+ * reads for pixel r and b that tap's [OC, C] filter matrix. A tap that reads outside dy is
+ * left out at the tile's first and last pixel (where a padding of one puts it) and reads a row
+ * of zeros elsewhere; a row taken alone visits only the taps whose dy row is inside dy. dy is
+ * read in place (no gathered copy of it), and each finished tile is stored at its dx
+ * position, whatever the stride (no GEMM output to place).
  *
  * The steps (each tap, and each chunk of TFC_TILE_KC input channels of it) run one after the
  * other over every tile of a row, or of a run of rows too narrow to fill tiles of their own
@@ -33,6 +34,7 @@
 #include <string.h>
 
 #define TFC_TILE_M 6
+#define TFC_TILE_M2 8
 #define TFC_TILE_C 64
 #ifndef TFC_TILE_KC
 #define TFC_TILE_KC 128
@@ -73,23 +75,24 @@ static __attribute__((target("avx512f"))) void tfc_transpose16(
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * lds, r[i]);
 }
 
-/* acc[r][v] += the sum over k < K of ar[r][k] * bg[k * ldb + 16 v ...], for R0 <= r < R1 and
-   v < NV (constants after inlining: the accumulators stay in registers). */
+/* acc[r * NV + v] += the sum over k < K of ar[r][k] * bg[k * ldb + 16 v ...], for
+   R0 <= r < R1 and v < NV (constants after inlining: the accumulators stay in registers). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
-        __m512 acc[TFC_TILE_M][4], const float *const *ar, const float *bg, Py_ssize_t K,
+        __m512 acc[24], const float *const *ar, const float *bg, Py_ssize_t K,
         Py_ssize_t ldb, const int R0, const int R1, const int NV) {
     for (Py_ssize_t k = 0; k < K; k++) {
         __m512 bv[4];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bg + k * ldb + 16 * v);
         for (int r = R0; r < R1; r++) {
             __m512 x = _mm512_set1_ps(ar[r][k]);
-            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+            for (int v = 0; v < NV; v++)
+                acc[r * NV + v] = _mm512_fmadd_ps(x, bv[v], acc[r * NV + v]);
         }
     }
 }
 
 /* out[r][16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
-   segments g < segs and k < K[g] of a[g * TFC_TILE_M + r][k] * b[g][k * ldb + 16 v ...], for
+   segments g < segs and k < K[g] of a[g * TFC_TILE_M2 + r][k] * b[g][k * ldb + 16 v ...], for
    r < M, v < NV (constants after inlining); of the last vector, only the lanes in ``tail``
    are stored (a C that is not a multiple of 16). Segment g leaves out its first row where
    bit 0 of edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy,
@@ -99,11 +102,11 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
         int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
         __mmask16 tail, const int M, const int NV) {
-    __m512 acc[TFC_TILE_M][4];
+    __m512 acc[24];     /* M * NV <= 24 */
     for (int r = 0; r < M; r++)
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+        for (int v = 0; v < NV; v++) acc[r * NV + v] = _mm512_setzero_ps();
     for (int g = 0; g < segs; g++) {
-        const float *const *ar = a + g * TFC_TILE_M;
+        const float *const *ar = a + g * TFC_TILE_M2;
         switch (edge[g]) {
             case 0: tfc_seg(acc, ar, b[g], K[g], ldb, 0, M, NV); break;
             case 1: tfc_seg(acc, ar, b[g], K[g], ldb, 1, M, NV); break;
@@ -113,7 +116,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
     }
     for (int r = 0; r < M; r++)
         for (int v = 0; v < NV; v++) {
-            __m512 y = acc[r][v];
+            __m512 y = acc[r * NV + v];
             if (init) y = _mm512_add_ps(_mm512_loadu_ps(init + r * ips + 16 * v), y);
             if (v == NV - 1)
                 _mm512_mask_storeu_ps(out[r] + 16 * v, tail, y);
@@ -122,22 +125,29 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         }
 }
 
-#define TFC_TILE_CASE(m, nv) \
-    case (m) * 8 + (nv): tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, (m), (nv)); break;
-#define TFC_TILE_ROW(m) \
-    TFC_TILE_CASE(m, 1) TFC_TILE_CASE(m, 2) TFC_TILE_CASE(m, 3) TFC_TILE_CASE(m, 4)
-
-/* tfc_tile for m pixels (1..TFC_TILE_M) and nv vectors of 16 channels (1..4). */
-static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
-        const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
-        int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
-        __mmask16 tail, int m, int nv) {
-    switch (m * 8 + nv) {
-        TFC_TILE_ROW(1) TFC_TILE_ROW(2) TFC_TILE_ROW(3)
-        TFC_TILE_ROW(4) TFC_TILE_ROW(5) TFC_TILE_ROW(6)
-        default: break;
+/* tfc_tile for each tile shape, a function of its own, so that the compiler lays out and
+   allocates registers for each loop apart from the others' (as cases of one switch, adding
+   the 7- and 8-pixel shapes slowed the 2-vector ones: docs/performance.md), called through
+   tfc_tile_fns[m][nv]: m <= TFC_TILE_M pixels by nv = 1..4 vectors of 16 channels, or up to
+   TFC_TILE_M2 pixels by one. */
+typedef void (*tfc_tile_fn)(const float *const *, const float *const *, const Py_ssize_t *,
+                            const int *, int, Py_ssize_t, const float *, Py_ssize_t,
+                            float *const *, __mmask16);
+#define TFC_TILE_FN(m, nv) \
+    static __attribute__((target("avx512f"), noinline)) void tfc_tile_##m##_##nv( \
+            const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge, \
+            int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out, \
+            __mmask16 tail) { \
+        tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, (m), (nv)); \
     }
-}
+#define TFC_TILE_FNS(m) TFC_TILE_FN(m, 1) TFC_TILE_FN(m, 2) TFC_TILE_FN(m, 3) TFC_TILE_FN(m, 4)
+TFC_TILE_FNS(1) TFC_TILE_FNS(2) TFC_TILE_FNS(3) TFC_TILE_FNS(4) TFC_TILE_FNS(5) TFC_TILE_FNS(6)
+TFC_TILE_FN(7, 1) TFC_TILE_FN(8, 1)
+#define TFC_TILE_ROW(m) {NULL, tfc_tile_##m##_1, tfc_tile_##m##_2, tfc_tile_##m##_3, \
+                         tfc_tile_##m##_4}
+static const tfc_tile_fn tfc_tile_fns[TFC_TILE_M2 + 1][5] = {
+    {NULL}, TFC_TILE_ROW(1), TFC_TILE_ROW(2), TFC_TILE_ROW(3), TFC_TILE_ROW(4), TFC_TILE_ROW(5),
+    TFC_TILE_ROW(6), {NULL, tfc_tile_7_1}, {NULL, tfc_tile_8_1}};
 
 /* nrows phase rows of width pixels each, as one run of pixels q = jj * width + i (row jj,
    column i): channels cb <= c < min(ce, C) (cb a multiple of TFC_TILE_C, ce a multiple of 16
@@ -148,17 +158,14 @@ static __attribute__((target("avx512f"), noinline)) void tfc_tile_mn(
    each, the last one narrower), block c0 at b[t] + K * c0. The segments (each tap's input
    channels, in chunks of at most TFC_TILE_KC) are grouped into steps of at most TFC_TILE_KC
    channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
-   so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M
+   so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M2
    pointers; ``buf``, nrows * width * TFC_TILE_C floats. */
 static inline __attribute__((always_inline)) void tfc_tile_rows_body(
         const float *const *rows, Py_ssize_t nrows, const int32_t *cols, const float *const *b,
         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
         Py_ssize_t C, const float *zero, const float **a, float *buf, float *out,
         Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs, const int one_row) {
-    /* tiles as even as they can be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile has
-       too few accumulators to keep the multiply-adds busy */
-    Py_ssize_t pixels = nrows * width, tiles = (pixels + TFC_TILE_M - 1) / TFC_TILE_M;
-    Py_ssize_t per_tile = tiles ? pixels / tiles : 0, extra = tiles ? pixels % tiles : 0;
+    Py_ssize_t pixels = nrows * width;
     Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
     if (total == 0) {   /* no tap reaches these rows */
         for (Py_ssize_t jj = 0; jj < nrows; jj++)
@@ -172,6 +179,12 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
         /* the lanes of the block's last vector that are dx channels: the last step's stores */
         int lanes = (int)((C - c0 < bw ? C - c0 : bw) - (bw - 16));
         __mmask16 tail = (__mmask16)((1u << lanes) - 1);
+        /* tiles of up to 6 pixels, or 8 for one vector (enough accumulators to keep the
+           multiply-adds busy, few enough pointers to stay in registers), as even as they can
+           be (6, 6, 5, 5, 5, 5 for 32 pixels): a narrow last tile would have too few */
+        Py_ssize_t mmax = bw > 16 ? TFC_TILE_M : TFC_TILE_M2;
+        Py_ssize_t tiles = (pixels + mmax - 1) / mmax;
+        Py_ssize_t per_tile = tiles ? pixels / tiles : 0, extra = tiles ? pixels % tiles : 0;
         Py_ssize_t g0 = 0;      /* the step's first segment */
         while (g0 < total) {
             const float *bs[TFC_TILE_SEGS];
@@ -191,8 +204,8 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
             /* the first tile's pixel p0 is at row jj0, column i0 */
             for (Py_ssize_t q = 0, p0 = 0, jj0 = 0, i0 = 0; q < tiles; q++) {
                 int m = (int)(per_tile + (q < extra));
-                float *dst[TFC_TILE_M];
-                Py_ssize_t pj[TFC_TILE_M], pi[TFC_TILE_M];   /* the tile's pixels' rows, columns */
+                float *dst[TFC_TILE_M2];
+                Py_ssize_t pj[TFC_TILE_M2], pi[TFC_TILE_M2];  /* the tile's pixels' rows, columns */
                 for (Py_ssize_t r = 0, jj = jj0, i = i0; r < m; r++) {
                     pj[r] = jj * taps; pi[r] = i;
                     /* the first step starts the running total, the last one stores it in dx */
@@ -203,7 +216,7 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                     const float *const *rt = rows + ts[j];
                     const float *z = zero + k0s[j];
                     Py_ssize_t cx = cols[ts[j]], off = k0s[j];
-                    const float **aj = a + j * TFC_TILE_M;
+                    const float **aj = a + j * TFC_TILE_M2;
                     if (one_row) {      /* the tile's pixels side by side in one row */
                         const float *row = rt[0];
                         size_t x0 = (size_t)(i0 + cx);      /* below 0 wraps above OW */
@@ -219,8 +232,8 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                     /* a first or last pixel outside dy is left out of the sums (tfc_tile) */
                     edge[j] = (aj[0] == z) | ((aj[m - 1] == z) << 1);
                 }
-                tfc_tile_mn(a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw, bw, dst,
-                            last ? tail : (__mmask16)0xffff, m, (int)(bw / 16));
+                tfc_tile_fns[m][bw / 16](a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw,
+                                         bw, dst, last ? tail : (__mmask16)0xffff);
                 p0 += m;
                 for (i0 += m; i0 >= width; i0 -= width) jj0++;
             }
