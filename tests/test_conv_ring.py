@@ -535,39 +535,46 @@ def test_tiles_with_a_filter_over_the_cache_budget(case, c, monkeypatch):
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("c", [3, 12, 23])
 def test_tiles_one_image_of_few_channels(case, c, monkeypatch):
-    """One image with C below TILE_MIN_C and not a multiple of 16 (one vector of channels,
-    partly zeros), without oneDNN: the tile kernel, within tolerance of the reference, the
-    same bits on 1, 2 and 3 threads."""
+    """One image whose C is not a multiple of 16 (3: one vector of channels, 13 of its lanes
+    zeros), without oneDNN: the tile kernel, within tolerance of the reference, the same bits
+    on 1, 2 and 3 threads."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
     _on_1_2_3_threads(case, np.float32, 6, h=19, w=17, c=c, oc=10)
     assert used == [True] * 3
 
 
+# (images, C): whether a float32 conv takes the tile kernel (_use_tiles): multiples of 16;
+# with two or more images, C whose tiles' channel lanes are at least two thirds channels
+# (12 of 16, 22 of 32, 33 of 48), not 8 of 16 nor 20 of 32; one image, any C
+TILE_TAKES = [((2, 16), True), ((2, 8), False), ((2, 12), True), ((2, 20), False),
+              ((2, 22), True), ((2, 33), True), ((2, 57), True), ((1, 5), True), ((1, 20), True)]
+
+
 @needs_tiles
-def test_tiles_take_c_not_a_multiple_of_16_from_tile_min_c(rng, monkeypatch):
-    """Which float32 convs take the tile kernel by C (3x3, stride 1, SAME): multiples of 16
-    always; others from TILE_MIN_C = 24 on, and below it only one image without oneDNN (two or
-    more images go to the col2im); each result within tolerance of the reference."""
+def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(rng, monkeypatch):
+    """TILE_TAKES without oneDNN (3x3, stride 1, SAME); each result within tolerance of the
+    reference."""
     used = _tiles(monkeypatch)
-    case = (3, 3, 1, 1, (1, 1, 1, 1))
-    for n, c in [(2, 16), (2, 23), (2, 24), (2, 57), (1, 23), (1, 5)]:
-        got, ref, scale = _run(case, np.float32, rng, n=n, h=6, w=9, c=c, oc=4)
+    for (n, c), _ in TILE_TAKES:
+        got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=n, h=6, w=9,
+                               c=c, oc=4)
         assert_close(got, ref, scale, np.float32, CONV_TOL)
-    assert used == [True, False, True, True, True, True]
+    assert used == [takes for _, takes in TILE_TAKES]
 
 
 @needs_tiles
 @needs_onednn
-def test_one_image_of_few_channels_keeps_onednn(rng, monkeypatch):
-    """With oneDNN, one image with C below TILE_MIN_C (not a multiple of 16) keeps oneDNN's
-    gather, within tolerance of the reference."""
+def test_tiles_take_the_same_convs_with_onednn(rng, monkeypatch):
+    """TILE_TAKES with oneDNN installed (those the tile kernel leaves run oneDNN's gather or
+    the col2im); each result within tolerance of the reference."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "ONEDNN", "auto")
-    got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=1, h=6, w=9, c=12,
-                           oc=4)
-    assert used == [False]
-    assert_close(got, ref, scale, np.float32, CONV_TOL)
+    for (n, c), _ in TILE_TAKES:
+        got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=n, h=6, w=9,
+                               c=c, oc=4)
+        assert_close(got, ref, scale, np.float32, CONV_TOL)
+    assert used == [takes for _, takes in TILE_TAKES]
 
 
 def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):

@@ -530,9 +530,6 @@ def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
 # The fewest input channels C for which a conv of two or more images takes oneDNN's gather
 # (_onednn_gather)
 ONEDNN_MIN_C = 24
-# The fewest input channels C, where C is not a multiple of 16, for which a conv of two or
-# more images, or of one with oneDNN, takes the tile kernel (_use_tiles)
-TILE_MIN_C = 24
 # oneDNN's matmul in the conv: "auto" where it is installed, "off" never (our BLAS GEMMs)
 ONEDNN = os.environ.get("TFCOMPAT_ONEDNN", "auto")
 # the type oneDNN multiplies bfloat16 and float16 in: "auto" (_gemm_type), "native" (dy's own
@@ -715,15 +712,15 @@ def _use_tiles(p, gemm, direct):
     GEMM per image, as fast or faster). It reads dy in place, sums each tile in registers and
     stores it at its dx position: no gathered copy and no output to place. A tile is 16 to 64
     channels wide, so where C is not a multiple of 16 the last vector of channels is partly
-    zeros: from C = TILE_MIN_C on, or for one image without oneDNN, it still beats the other
-    strategies; below that, the col2im (two or more images) and oneDNN's gather (one image)
-    were faster. With oneDNN's matmuls (``gemm``), a conv whose row phases all merge (C5's 2x2
-    stride 2) keeps them: one GEMM per dy row that writes a dx row was faster there
-    (docs/performance.md)."""
+    zeros: with two or more images, where at least two thirds of the channel lanes of the
+    tiles hold channels (C = 11-16, 22 and up, not 17-21 nor 10 or fewer), it still beats
+    the col2im; one image takes it whatever C (faster than oneDNN's gather and ours there). With
+    oneDNN's matmuls (``gemm``), a conv whose row phases all merge (C5's 2x2 stride 2) keeps
+    them: one GEMM per dy row that writes a dx row was faster there (docs/performance.md)."""
     if not (CONV_TILES != "off" and CONV_STRATEGY == "auto" and p.dtype == F32
             and not direct and _kernels.conv_tiles_built() and _cpu_has("AVX512F")):
         return False
-    if p.C % 16 and p.C < TILE_MIN_C and (p.N >= 2 or gemm is not None):
+    if p.N >= 2 and 3 * p.C < 2 * (-(-p.C // 16) * 16):
         return False
     return gemm is None or not _all_merged(p)
 
