@@ -552,24 +552,14 @@ TILE_TAKES = [((2, 16), True), ((2, 8), False), ((2, 12), True), ((2, 20), False
 
 
 @needs_tiles
-def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(rng, monkeypatch):
-    """TILE_TAKES without oneDNN (3x3, stride 1, SAME); each result within tolerance of the
-    reference."""
+@pytest.mark.parametrize("onednn", [pytest.param("off", id="no-onednn"),
+                                    pytest.param("auto", id="onednn", marks=needs_onednn)])
+def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn, rng,
+                                                                          monkeypatch):
+    """TILE_TAKES (3x3, stride 1, SAME), with oneDNN or without (those the tile kernel leaves
+    run oneDNN's gather or the col2im); each result within tolerance of the reference."""
     used = _tiles(monkeypatch)
-    for (n, c), _ in TILE_TAKES:
-        got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=n, h=6, w=9,
-                               c=c, oc=4)
-        assert_close(got, ref, scale, np.float32, CONV_TOL)
-    assert used == [takes for _, takes in TILE_TAKES]
-
-
-@needs_tiles
-@needs_onednn
-def test_tiles_take_the_same_convs_with_onednn(rng, monkeypatch):
-    """TILE_TAKES with oneDNN installed (those the tile kernel leaves run oneDNN's gather or
-    the col2im); each result within tolerance of the reference."""
-    used = _tiles(monkeypatch)
-    monkeypatch.setattr(cython_backend, "ONEDNN", "auto")
+    monkeypatch.setattr(cython_backend, "ONEDNN", onednn)
     for (n, c), _ in TILE_TAKES:
         got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=n, h=6, w=9,
                                c=c, oc=4)
