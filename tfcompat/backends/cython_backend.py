@@ -336,7 +336,7 @@ CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 CONV_TILES = os.environ.get("TFCOMPAT_CONV_TILES", "auto")
 
 
-def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False):
+def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
@@ -353,11 +353,17 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=False)
 
     ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
-    totals."""
+    totals; 2: the tile kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each
+    tap's filter as [C, OC], its own layout."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
         p, dnnl, ct.itemsize == 2, short_bands, tiles)
     if tiles:
         a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
+    if tiles == 2:
+        w = np.asarray(p.filter, ct).reshape(p.fh * p.fw, p.C, p.OC)
+        taps = _aligned_empty((len(tap_rows), p.C, p.OC), ct)
+        np.take(w, tap_rows, axis=0, out=taps)
+        return strides, info, offy, offx, taps.reshape(-1), a_values, out_values, merged
     filt = p.filter
     if tiles and p.C % 16:
         # the tile kernel reads whole vectors of 16 channels: zeros in the columns from C on
@@ -445,7 +451,7 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     image has enough bands for the threads to share out evenly, and few enough that each
     band's set-up costs nothing to speak of; a run of narrow rows keeps its band."""
     wq = -(-W // sw)
-    if tiles:   # the tile kernel's taps have C rounded up to a multiple of 16 columns
+    if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
         C = -(-C // 16) * 16
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
@@ -467,7 +473,7 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 band = limit // max(1, wp * len(kys) * len(kxs) * OC)
             if short_bands:
                 band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
-            if tiles and not _kernels.conv_tile_rows_run(wp):
+            if tiles and (tiles == 2 or not _kernels.conv_tile_rows_run(wp)):
                 band = max(1, hp // 8)
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
@@ -725,6 +731,21 @@ def _use_tiles(p, gemm, direct):
     return gemm is None or not _all_merged(p)
 
 
+# The most input channels C for which a float32 conv takes the tile kernel for few channels
+# (_use_oc_lanes; at most tiles.h's TFC_OC_MAX_C)
+OC_LANES_MAX_C = 6
+
+
+def _use_oc_lanes(p, direct):
+    """float32 on the tile kernel for few channels (tiles.h's tfc_oc_rows): as _use_tiles,
+    where C <= OC_LANES_MAX_C and OC is a multiple of 16. Its tiles put dy's output channels in
+    the vector lanes, 16 at a time, where the channel tiles would leave most lanes empty (3 of
+    16 for an RGB image), and sum each dx value's lanes at the end (docs/performance.md)."""
+    return (CONV_TILES != "off" and CONV_STRATEGY == "auto" and p.dtype == F32 and not direct
+            and p.C <= OC_LANES_MAX_C and p.OC % 16 == 0 and _kernels.conv_tiles_built()
+            and _cpu_has("AVX512F"))
+
+
 def _all_merged(p):
     """Whether every row phase of this conv merges with oneDNN (_gather_geometry)."""
     return bool((_geometry(p, True, False, False)[7] >= 0).all())
@@ -772,7 +793,8 @@ def _run_conv(problem):
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
-    tiles = _use_tiles(p, gemm, direct)
+    oc_lanes = _use_oc_lanes(p, direct)
+    tiles = oc_lanes or _use_tiles(p, gemm, direct)
     dnnl = not tiles and gemm is not None and _onednn_gather(p, gemm)
     one_1x1 = direct and p.N == 1
     nhwc = (p.N, p.H, p.W, p.C)
@@ -783,7 +805,7 @@ def _run_conv(problem):
                                 H=k * p.H, OH=k * p.OH)
         dy = p.dy
     if tiles:
-        gather = gather_tables(p, ct, False, nthreads, one_1x1, tiles=True)
+        gather = gather_tables(p, ct, False, nthreads, one_1x1, tiles=2 if oc_lanes else 1)
     elif dnnl:
         gather = gather_tables(p, gemm, True, nthreads, one_1x1)
     elif (not direct or (one_1x1 and half is not None)) and _use_gather(p):
@@ -800,7 +822,7 @@ def _run_conv(problem):
                  else (p.OH, p.OH))
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
                              per_image, direct, band, cap, _STORAGE[half], ct == F64, gather,
-                             dnnl, tiles)
+                             dnnl, tiles, oc_lanes)
     nt = max(1, min(nthreads, plan.units())) if per_image else nthreads
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None

@@ -28,10 +28,12 @@
 #     phases without a gather or a GEMM: each tile of 6 dx pixels by 64 channels sums its taps'
 #     products from dy in place, in registers, and is stored at its dx positions. A C that is
 #     not a multiple of 16 has its filter's taps padded with zero columns up to the next one
-#     (tile_c), and the last vector of each pixel stores only its dx channels. Where the
-#     filter's taps for all of C take more than TILE_FILTER_BYTES, each thread runs its bands
-#     once per group of column blocks whose taps fit (tile_cols), so that group stays in L2 for
-#     all of its images instead of the whole filter passing through it on every row.
+#     (tile_c), and the last vector of each pixel stores only its dx channels; with C <= 6
+#     (oc_lanes, tfc_oc_rows) the tiles put 16 of dy's output channels in the lanes instead
+#     and sum each dx value's lanes at the end. Where the filter's taps for all of C take more
+#     than TILE_FILTER_BYTES, each thread runs its bands once per group of column blocks whose
+#     taps fit (tile_cols), so that group stays in L2 for all of its images instead of the
+#     whole filter passing through it on every row.
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
@@ -64,6 +66,11 @@ cdef extern from "tiles.h":
                                    Py_ssize_t C, const float* zero, const float** a, float* buf,
                                    float* out, Py_ssize_t width, Py_ssize_t ps,
                                    Py_ssize_t rs) noexcept nogil
+    enum: TFC_OC_MAX_C
+    void oc_rows "tfc_oc_rows"(const float* const* rows, const int32_t* cols,
+                               const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
+                               Py_ssize_t K, Py_ssize_t C, const float* zero, float* out,
+                               Py_ssize_t width, Py_ssize_t ps) noexcept nogil
 
 
 def conv_tiles_built():
@@ -255,6 +262,7 @@ cdef struct ConvArgs:
     const int32_t* ph_merged
     # float32 on the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
+    bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, OC]
     Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
@@ -738,7 +746,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     memset(zero, 0, c.OC * sizeof(float))
     rows_left = min(<Py_ssize_t>info[6], info[2] - j0)
     j = j0
-    if _tile_rows_run(width):
+    if not c.oc_lanes and _tile_rows_run(width):
         taps = info[4] * info[5]
         for ta in range(info[4]):
             for tb in range(info[5]):
@@ -769,8 +777,13 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     cols[taps] = offx[tb]
                     b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
                     taps += 1
-        tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
-                  dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps, rs)
+        if c.oc_lanes:
+            oc_rows(rows, cols, b, taps, c.OW, c.OC, c.C, zero,
+                    dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps)
+        else:
+            tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
+                      dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps,
+                      rs)
 
 
 cdef Py_ssize_t _tile_taps(const ConvArgs* c) noexcept nogil:
@@ -894,7 +907,7 @@ cdef class ConvPlan:
 
     def __cinit__(self, sizes, h_table, w_table, bint per_image, bint direct, Py_ssize_t band,
                   Py_ssize_t cap, int storage, bint float64, gather=None, bint dnnl=False,
-                  bint tiles=False):
+                  bint tiles=False, bint oc_lanes=False):
         c = &self.args
         (c.N, c.H, c.W, c.C, c.OH, c.OW, c.OC, c.fh, c.fw) = sizes
         self.tables = (h_table, w_table)
@@ -909,7 +922,7 @@ cdef class ConvPlan:
         cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
         c.gather = gather is not None
         c.dnnl = False
-        c.tiles = False
+        c.tiles = c.oc_lanes = False
         c.tile_cols = c.tile_c = c.C
         self.dnnl = dnnl
         if c.gather:
@@ -926,11 +939,14 @@ cdef class ConvPlan:
             TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
+            c.oc_lanes = oc_lanes
             c.tile_cols = c.tile_c = c.C
+            TFC_CHECK(not oc_lanes or (tiles and c.C <= TFC_OC_MAX_C and c.OC % 16 == 0))
             if tiles:
-                c.tile_c = (c.C + 15) // 16 * 16
-                c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
-                    c.fh * c.fw * c.OC * TFC_TILE_C * 4))
+                if not oc_lanes:
+                    c.tile_c = (c.C + 15) // 16 * 16
+                    c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
+                        c.fh * c.fw * c.OC * TFC_TILE_C * 4))
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
                           and storage == STORE_NATIVE and c.work_per_thread % 2 == 0
                           and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
