@@ -430,18 +430,19 @@ def _tiles_missing():
 needs_tiles = pytest.mark.skipif(_tiles_missing() is not None, reason=str(_tiles_missing()))
 
 
-def _tiles(monkeypatch):
-    """Through our kernels without oneDNN; returns the list of _use_tiles's answers, one per
-    call, to show which calls took the tile kernel."""
+def _tiles(monkeypatch, choice="_use_tiles"):
+    """Through our kernels without oneDNN; returns the list of the answers of ``choice``
+    (_use_tiles, or _use_oc_lanes for the tile kernel for few channels), one per call, to show
+    which calls took the tile kernel."""
     monkeypatch.setattr(cython_backend, "ONEDNN", "off")
     monkeypatch.setattr(cython_backend, "CONV_TILES", "auto")
-    used, real = [], cython_backend._use_tiles
+    used, real = [], getattr(cython_backend, choice)
 
     def spy(*args):
         used.append(real(*args))
         return used[-1]
 
-    monkeypatch.setattr(cython_backend, "_use_tiles", spy)
+    monkeypatch.setattr(cython_backend, choice, spy)
     return used
 
 
@@ -567,21 +568,6 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
     assert used == [takes for _, takes in TILE_TAKES]
 
 
-def _oc_lanes(monkeypatch):
-    """Through our kernels without oneDNN; returns the list of _use_oc_lanes's answers, one
-    per call."""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
-    monkeypatch.setattr(cython_backend, "CONV_TILES", "auto")
-    used, real = [], cython_backend._use_oc_lanes
-
-    def spy(*args):
-        used.append(real(*args))
-        return used[-1]
-
-    monkeypatch.setattr(cython_backend, "_use_oc_lanes", spy)
-    return used
-
-
 @needs_tiles
 @pytest.mark.parametrize("c, oc, w, n", [(1, 16, 9, 2), (3, 64, 23, 1), (4, 32, 7, 3),
                                          (6, 48, 4, 2), (5, 16, 1, 1), (2, 32, 13, 2)])
@@ -590,7 +576,7 @@ def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, rng, monkey
     """The tile kernel for few channels (C <= 6, OC a multiple of 16: tiles.h's tfc_oc_rows)
     on every stride, dilation, padding and filter size, rows of 1 to 23 pixels (a short last
     tile, a pixel's taps outside dy, images narrower than the stride)."""
-    used = _oc_lanes(monkeypatch)
+    used = _tiles(monkeypatch, "_use_oc_lanes")
     got, ref, scale = _run(case, np.float32, rng, n=n, h=13, w=w, c=c, oc=oc)
     assert used == [not _direct(case)]
     assert_close(got, ref, scale, np.float32, CONV_TOL)
@@ -600,7 +586,7 @@ def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, rng, monkey
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, monkeypatch):
-    used = _oc_lanes(monkeypatch)
+    used = _tiles(monkeypatch, "_use_oc_lanes")
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
     _on_1_2_3_threads(case, np.float32, 4, n=3, h=22, w=17, c=3, oc=32)
     assert used == [True] * 3
@@ -610,7 +596,7 @@ def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, monkeypatc
 def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(monkeypatch):
     """C = 3, OC = 16: a one-hot dy (_one_hot_dy) puts the filter's taps of output channel 0
     at their dx positions, exactly (one product and zeros in each sum)."""
-    used = _oc_lanes(monkeypatch)
+    used = _tiles(monkeypatch, "_use_oc_lanes")
     w = (np.arange(3 * 3 * 3 * 16).reshape(3, 3, 3, 16) % 11 - 5).astype(np.float32)
     got, want = _one_hot_dy(w, 2, 9, 9, False)
     assert used == [True]
@@ -622,7 +608,7 @@ def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monke
     """Which float32 convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6 with
     OC a multiple of 16, not a 1x1 stride-1 unpadded conv; each result within tolerance of
     the reference."""
-    used = _oc_lanes(monkeypatch)
+    used = _tiles(monkeypatch, "_use_oc_lanes")
     takes = [((3, 3, 1, 1, (1, 1, 1, 1)), 3, 64, True), ((3, 3, 1, 1, (1, 1, 1, 1)), 6, 16, True),
              ((3, 3, 1, 1, (1, 1, 1, 1)), 7, 16, False), ((3, 3, 1, 1, (1, 1, 1, 1)), 3, 10, False),
              ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, False), ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, True)]
