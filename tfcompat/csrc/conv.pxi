@@ -726,7 +726,8 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     (tfc_tile_rows's order of sums), stored straight into dx. A row whose tiles would average
     more than 4 pixels goes alone and takes only the taps whose dy row is inside dy; narrower
     rows go in runs (see TILE_RUN_PIXELS) that take every tap, reading zeros outside dy (but
-    for a tile's first and last pixel: tiles.h).
+    for a tile's first and last pixel: tiles.h). With oc_lanes (few channels), every row goes
+    alone to tfc_oc_rows, in its order of sums.
     work: _tile_scratch's floats, laid out as it says."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
