@@ -630,16 +630,18 @@ def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):
 
 
 @needs_tiles
+@pytest.mark.parametrize("choice, c, oc", [("_use_tiles", 16, 3), ("_use_oc_lanes", 3, 16)],
+                         ids=["channel_tiles", "few_channels"])
 @pytest.mark.parametrize("kx", [0, 2], ids=["last_pixel", "first_pixel"])
-def test_tiles_leave_out_taps_outside_dy(kx, monkeypatch):
+def test_tiles_leave_out_taps_outside_dy(kx, choice, c, oc, monkeypatch):
     """An infinite filter value on the middle row's tap kx (3x3, padding 1), which reads
     outside dy at a row's last (kx = 0) or first (kx = 2) pixel: those pixels take nothing
     from it, as in the col2im and the NumPy reference (and TF 2.21 on these shapes), instead
-    of 0 x inf = NaN. dy > 0, so every dx value is +inf (the tap reads inside dy) or finite,
-    never NaN."""
-    used = _tiles(monkeypatch)
+    of 0 x inf = NaN, on either tile kernel. dy > 0, so every dx value is +inf (the tap reads
+    inside dy) or finite, never NaN."""
+    used = _tiles(monkeypatch, choice)
     (fh, fw, s), (pt, pb, pl, pr) = (3, 3, 1), (1, 1, 1, 1)
-    n, h, w, c, oc = 2, 7, 9, 16, 3     # width 9: tiles of 5 and 4 pixels
+    n, h, w = 2, 7, 9     # width 9: channel tiles of 5 and 4 pixels, few-channel ones of 8 and 1
     rng = np.random.default_rng(3)
     filt = rng.standard_normal((fh, fw, c, oc)).astype(np.float32)
     filt[1, kx, :, 0] = np.inf

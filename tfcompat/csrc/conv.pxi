@@ -69,8 +69,8 @@ cdef extern from "tiles.h":
     enum: TFC_OC_MAX_C
     void oc_rows "tfc_oc_rows"(const float* const* rows, const int32_t* cols,
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
-                               Py_ssize_t K, Py_ssize_t C, const float* zero, float* out,
-                               Py_ssize_t width, Py_ssize_t ps) noexcept nogil
+                               Py_ssize_t K, Py_ssize_t C, float* out, Py_ssize_t width,
+                               Py_ssize_t ps) noexcept nogil
 
 
 def conv_tiles_built():
@@ -779,7 +779,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
                     taps += 1
         if c.oc_lanes:
-            oc_rows(rows, cols, b, taps, c.OW, c.OC, c.C, zero,
+            oc_rows(rows, cols, b, taps, c.OW, c.OC, c.C,
                     dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps)
         else:
             tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,

@@ -260,17 +260,37 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
 /* The tile kernel for few input channels (C <= TFC_OC_MAX_C): a tile of 16 channels would be
    mostly zeros there, so these tiles put dy's output channels in the lanes instead. One dx row
    of a phase, width pixels, into out + i * ps + c: for each tile of P pixels and each tap t
-   (its dy row rows[t], never NULL here, read at column i + cols[t], zeros outside dy), each
-   16 output channels o of dy's pixel are multiplied by the tap's b[t][c * K + o] ([C, K]: the
-   filter's own layout) into acc[r][c], 16 lanes, in the order of the taps and then of o;
-   each dx value is the sum of its accumulator's 16 lanes (_mm512_reduce_add_ps). K is a
-   multiple of 16. A short last tile runs its missing pixels on zeros and stores none of
-   them. */
+   (its dy row rows[t], never NULL here, read at column i + cols[t]; a pixel whose tap reads
+   outside dy takes nothing from it, as in the col2im), each 16 output channels o of dy's
+   pixel are multiplied by the tap's b[t][c * K + o] ([C, K]: the filter's own layout) into
+   acc[r][c], 16 lanes, in the order of the taps and then of o; each dx value is the sum of
+   its accumulator's 16 lanes (_mm512_reduce_add_ps). K is a multiple of 16. */
 #define TFC_OC_MAX_C 6
+/* acc[r * C + c] += the sum over o < K (16 at a time) of px[r][o] * bt[c * K + o], for r < P
+   and c < C, but pixels whose px[r] is NULL (EDGE) take nothing */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_tap(
+        __m512 acc[24], const float *const *px, const float *bt, Py_ssize_t K, const int C,
+        const int P, const int EDGE) {
+    for (Py_ssize_t o = 0; o < K; o += 16) {
+        __m512 w[TFC_OC_MAX_C];
+        for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * K + o);
+        for (int r = 0; r < P; r++) {
+            if (EDGE && !px[r]) continue;
+            __m512 y = _mm512_loadu_ps(px[r] + o);
+            /* in a register: the compiler would fold the load into each channel's
+               multiply-add, loading it C times (dy is rarely on a 64-byte boundary, so each
+               load spans two cache lines) */
+            __asm__("" : "+v"(y));
+            for (int c = 0; c < C; c++)
+                acc[r * C + c] = _mm512_fmadd_ps(y, w[c], acc[r * C + c]);
+        }
+    }
+}
+
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
         const float *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
-        Py_ssize_t OW, Py_ssize_t K, const float *zero, float *out, Py_ssize_t width,
-        Py_ssize_t ps, const int C, const int P) {
+        Py_ssize_t OW, Py_ssize_t K, float *out, Py_ssize_t width, Py_ssize_t ps, const int C,
+        const int P) {
     for (Py_ssize_t i0 = 0; i0 < width; i0 += P) {
         __m512 acc[24];     /* P * C <= 24 */
         for (int q = 0; q < P * C; q++) acc[q] = _mm512_setzero_ps();
@@ -279,24 +299,12 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
             Py_ssize_t x0 = i0 + cols[t];
             if (i0 + P <= width && x0 >= 0 && x0 + P <= OW) {  /* every pixel inside dy */
                 for (int r = 0; r < P; r++) px[r] = rows[t] + (x0 + r) * K;
-            } else {
+                tfc_oc_tap(acc, px, b[t], K, C, P, 0);
+            } else {    /* pixels past the row's end, or whose tap reads outside dy */
                 for (int r = 0; r < P; r++)
                     px[r] = i0 + r < width && x0 + r >= 0 && x0 + r < OW
-                            ? rows[t] + (x0 + r) * K : zero;
-            }
-            const float *bt = b[t];
-            for (Py_ssize_t o = 0; o < K; o += 16) {
-                __m512 w[TFC_OC_MAX_C];
-                for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * K + o);
-                for (int r = 0; r < P; r++) {
-                    __m512 y = _mm512_loadu_ps(px[r] + o);
-                    /* in a register: the compiler would fold the load into each channel's
-                       multiply-add, loading it C times (dy is rarely on a 64-byte boundary,
-                       so each load spans two cache lines) */
-                    __asm__("" : "+v"(y));
-                    for (int c = 0; c < C; c++)
-                        acc[r * C + c] = _mm512_fmadd_ps(y, w[c], acc[r * C + c]);
-                }
+                            ? rows[t] + (x0 + r) * K : NULL;
+                tfc_oc_tap(acc, px, b[t], K, C, P, 1);
             }
         }
         for (int r = 0; r < P && i0 + r < width; r++)
@@ -308,23 +316,22 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
 /* tfc_oc_row for each C, a function of its own (see tfc_tile_fns), P pixels a tile: enough
    accumulators to keep the multiply-adds busy, at most 8 dy pointers */
 typedef void (*tfc_oc_fn)(const float *const *, const int32_t *, const float *const *,
-                          Py_ssize_t, Py_ssize_t, Py_ssize_t, const float *, float *,
-                          Py_ssize_t, Py_ssize_t);
+                          Py_ssize_t, Py_ssize_t, Py_ssize_t, float *, Py_ssize_t, Py_ssize_t);
 #define TFC_OC_FN(c, p) \
     static __attribute__((target("avx512f"), noinline)) void tfc_oc_row_##c( \
             const float *const *rows, const int32_t *cols, const float *const *b, \
-            Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, const float *zero, float *out, \
-            Py_ssize_t width, Py_ssize_t ps) { \
-        tfc_oc_row(rows, cols, b, taps, OW, K, zero, out, width, ps, (c), (p)); \
+            Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, float *out, Py_ssize_t width, \
+            Py_ssize_t ps) { \
+        tfc_oc_row(rows, cols, b, taps, OW, K, out, width, ps, (c), (p)); \
     }
 TFC_OC_FN(1, 8) TFC_OC_FN(2, 8) TFC_OC_FN(3, 8) TFC_OC_FN(4, 6) TFC_OC_FN(5, 4) TFC_OC_FN(6, 4)
 static const tfc_oc_fn tfc_oc_fns[TFC_OC_MAX_C + 1] = {
     NULL, tfc_oc_row_1, tfc_oc_row_2, tfc_oc_row_3, tfc_oc_row_4, tfc_oc_row_5, tfc_oc_row_6};
 
 static void tfc_oc_rows(const float *const *rows, const int32_t *cols, const float *const *b,
-                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
-                        const float *zero, float *out, Py_ssize_t width, Py_ssize_t ps) {
-    tfc_oc_fns[C](rows, cols, b, taps, OW, K, zero, out, width, ps);
+                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, float *out,
+                        Py_ssize_t width, Py_ssize_t ps) {
+    tfc_oc_fns[C](rows, cols, b, taps, OW, K, out, width, ps);
 }
 
 #else
@@ -345,10 +352,10 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
 }
 
 static void tfc_oc_rows(const float *const *rows, const int32_t *cols, const float *const *b,
-                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C,
-                        const float *zero, float *out, Py_ssize_t width, Py_ssize_t ps) {
-    (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)zero;
-    (void)out; (void)width; (void)ps;
+                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, float *out,
+                        Py_ssize_t width, Py_ssize_t ps) {
+    (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)out;
+    (void)width; (void)ps;
 }
 
 #endif
