@@ -154,11 +154,13 @@ def _conv_cases(full):
         for dt in (dtypes if full else (dtypes[n % 4],) + (() if n % 4 == 0 else ("f32",))):
             cases.append(Case("conv", dt, b=b, i=(h, w), c=3, oc=4, k=k, s=(s, s), d=(d, d), p=p,
                               l=lay))
-        if full:  # float32 for the tile kernels, where they run: one block of 16 channels, a
+        if full:  # for the tile kernels, where they run: one block of 16 channels, a
             # block of 64 and one of 16 with 130 input channels, a block of 48 whose last 8
             # channels are zeros, or few channels with dy's 16 in the lanes
             c, oc = ((16, 4), (80, 130), (40, 9), (3, 16))[n % 4]
-            cases.append(Case("conv", "f32", b=b, i=(h, w), c=c, oc=oc, k=k, s=(s, s),
+            # the few-channel tiles take float16 and bfloat16 too: every third of those
+            dt = ("f32", "f16", "bf16")[(n // 4) % 3] if c == 3 else "f32"
+            cases.append(Case("conv", dt, b=b, i=(h, w), c=c, oc=oc, k=k, s=(s, s),
                               d=(d, d), p=p, l=lay))
     if not full:  # the layer types of docs/semantics.md §10 at a small size
         cases += [Case("conv", "f32", b=2, i=(14, 14), c=16, oc=16, k=(3, 3), s=(1, 1), d=(1, 1),

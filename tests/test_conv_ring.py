@@ -117,6 +117,7 @@ needs_onednn = pytest.mark.skipif(_onednn_missing() is not None,
 
 
 BF = ml_dtypes.bfloat16
+F32 = np.float32
 # (dtype, TFCOMPAT_HALF_GEMM): float32; the half types multiplied in their own type and widened
 ONEDNN_TYPES = [(np.float32, "auto"), (BF, "native"), (BF, "float32"), (np.float16, "native"),
                 (np.float16, "float32")]
@@ -572,23 +573,31 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
 @pytest.mark.parametrize("c, oc, w, n", [(1, 16, 9, 2), (3, 64, 23, 1), (4, 32, 7, 3),
                                          (6, 48, 4, 2), (5, 16, 1, 1), (2, 32, 13, 2)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, rng, monkeypatch):
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
+                                                                     "bfloat16"])
+def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng, monkeypatch):
     """The tile kernel for few channels (C <= 6, OC a multiple of 16: tiles.h's tfc_oc_rows)
     on every stride, dilation, padding and filter size, rows of 1 to 23 pixels (a short last
-    tile, a pixel's taps outside dy, images narrower than the stride)."""
+    tile, a pixel's taps outside dy, images narrower than the stride); float16 and bfloat16
+    widened as dy is read and rounded once (here on every geometry, however few products each
+    dx value takes)."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
-    got, ref, scale = _run(case, np.float32, rng, n=n, h=13, w=w, c=c, oc=oc)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
+    got, ref, scale = _run(case, dtype, rng, n=n, h=13, w=w, c=c, oc=oc)
     assert used == [not _direct(case)]
-    assert_close(got, ref, scale, np.float32, CONV_TOL)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
 @needs_tiles
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, monkeypatch):
+@pytest.mark.parametrize("dtype", [np.float32, BF], ids=["float32", "bfloat16"])
+def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, monkeypatch):
     used = _tiles(monkeypatch, "_use_oc_lanes")
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
-    _on_1_2_3_threads(case, np.float32, 4, n=3, h=22, w=17, c=3, oc=32)
+    _on_1_2_3_threads(case, dtype, 4, n=3, h=22, w=17, c=3, oc=32)
     assert used == [True] * 3
 
 
@@ -605,16 +614,21 @@ def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(monkeypatch):
 
 @needs_tiles
 def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monkeypatch):
-    """Which float32 convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6 with
-    OC a multiple of 16, not a 1x1 stride-1 unpadded conv; each result within tolerance of
-    the reference."""
+    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6 with OC a
+    multiple of 16, not a 1x1 stride-1 unpadded conv, and for the half types 96 products or
+    more per dx value (3x3, stride 1, OC 16: 144; stride 2, OC 32: 72; OC 48: 108); each
+    result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
-    takes = [((3, 3, 1, 1, (1, 1, 1, 1)), 3, 64, True), ((3, 3, 1, 1, (1, 1, 1, 1)), 6, 16, True),
-             ((3, 3, 1, 1, (1, 1, 1, 1)), 7, 16, False), ((3, 3, 1, 1, (1, 1, 1, 1)), 3, 10, False),
-             ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, False), ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, True)]
-    for case, c, oc, _ in takes:
-        got, ref, scale = _run(case, np.float32, rng, n=2, h=6, w=9, c=c, oc=oc)
-        assert_close(got, ref, scale, np.float32, CONV_TOL)
+    same = (3, 3, 1, 1, (1, 1, 1, 1))
+    takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, F32, False),
+             (same, 3, 10, F32, False), ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, F32, False),
+             ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, F32, True),
+             # float16 and bfloat16 from OC_LANES_HALF_WORK = 96 products per dx value
+             (same, 3, 16, BF, True), ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 32, BF, False),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 48, np.float16, True)]
+    for case, c, oc, dtype, _ in takes:
+        got, ref, scale = _run(case, dtype, rng, n=2, h=6, w=9, c=c, oc=oc)
+        assert_close(got, ref, scale, dtype, CONV_TOL)
     assert used == [t for *_, t in takes]
 
 

@@ -731,19 +731,27 @@ def _use_tiles(p, gemm, direct):
     return gemm is None or not _all_merged(p)
 
 
-# The most input channels C for which a float32 conv takes the tile kernel for few channels
+# The most input channels C for which a conv takes the tile kernel for few channels
 # (_use_oc_lanes; at most tiles.h's TFC_OC_MAX_C)
 OC_LANES_MAX_C = 6
+# The fewest products per dx value, fh * fw * OC / (sh * sw), for which a float16 or bfloat16
+# conv takes it: below, widening dy and rounding each dx value on its own cost more than the
+# other strategies save (docs/performance.md)
+OC_LANES_HALF_WORK = 96
 
 
 def _use_oc_lanes(p, direct):
-    """float32 on the tile kernel for few channels (tiles.h's tfc_oc_rows): as _use_tiles,
-    where C <= OC_LANES_MAX_C and OC is a multiple of 16. Its tiles put dy's output channels in
-    the vector lanes, 16 at a time, where the channel tiles would leave most lanes empty (3 of
-    16 for an RGB image), and sum each dx value's lanes at the end (docs/performance.md)."""
-    return (CONV_TILES != "off" and CONV_STRATEGY == "auto" and p.dtype == F32 and not direct
-            and p.C <= OC_LANES_MAX_C and p.OC % 16 == 0 and _kernels.conv_tiles_built()
-            and _cpu_has("AVX512F"))
+    """The tile kernel for few channels (tiles.h's tfc_oc_rows), for float32, float16 and
+    bfloat16 (dy widened as it is read, each dx value rounded once): as _use_tiles, where
+    C <= OC_LANES_MAX_C and OC is a multiple of 16 (and, for the half types, each dx value
+    takes OC_LANES_HALF_WORK products or more). Its tiles put dy's output channels in the
+    vector lanes, 16 at a time, where the channel tiles would leave most lanes empty (3 of 16
+    for an RGB image), and sum each dx value's lanes at the end (docs/performance.md)."""
+    half = _half_kind(p.dtype) is not None
+    return (CONV_TILES != "off" and CONV_STRATEGY == "auto" and (p.dtype == F32 or half)
+            and not direct and p.C <= OC_LANES_MAX_C and p.OC % 16 == 0
+            and (not half or p.fh * p.fw * p.OC >= OC_LANES_HALF_WORK * p.sh * p.sw)
+            and _kernels.conv_tiles_built() and _cpu_has("AVX512F"))
 
 
 def _all_merged(p):

@@ -67,10 +67,10 @@ cdef extern from "tiles.h":
                                    float* out, Py_ssize_t width, Py_ssize_t ps,
                                    Py_ssize_t rs) noexcept nogil
     enum: TFC_OC_MAX_C
-    void oc_rows "tfc_oc_rows"(const float* const* rows, const int32_t* cols,
+    void oc_rows "tfc_oc_rows"(const void* const* rows, const int32_t* cols,
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
-                               Py_ssize_t K, Py_ssize_t C, float* out, Py_ssize_t width,
-                               Py_ssize_t ps) noexcept nogil
+                               Py_ssize_t K, Py_ssize_t C, void* out, Py_ssize_t width,
+                               Py_ssize_t ps, int storage) noexcept nogil
 
 
 def conv_tiles_built():
@@ -742,6 +742,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     cdef float* buf = <float*>((<intptr_t>(zero + c.OC) + 63) & ~(<intptr_t>63))
     cdef const float* taps_b = <const float*>c.ph_b + info[7]
     cdef Py_ssize_t width = info[3], ps = c.sw * c.C, rs = c.sh * c.W * c.C
+    cdef Py_ssize_t size = 4 if c.storage == STORE_NATIVE else 2
     if width == 0:      # an image narrower than the stride: this phase has no dx columns
         return
     memset(zero, 0, c.OC * sizeof(float))
@@ -774,13 +775,16 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
             oy = j + offy[ta]
             if 0 <= oy < c.OH:
                 for tb in range(info[5]):
-                    rows[taps] = dy + (n * c.OH + oy) * c.OW * c.OC
+                    # dy's values are float32, or 16-bit (few channels: oc_lanes)
+                    rows[taps] = <const float*>(<const char*>dy
+                                                + (n * c.OH + oy) * c.OW * c.OC * size)
                     cols[taps] = offx[tb]
                     b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
                     taps += 1
         if c.oc_lanes:
-            oc_rows(rows, cols, b, taps, c.OW, c.OC, c.C,
-                    dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps)
+            oc_rows(<const void* const*>rows, cols, b, taps, c.OW, c.OC, c.C,
+                    <char*>dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C * size,
+                    width, ps, c.storage)
         else:
             tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
                       dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps,
@@ -949,7 +953,8 @@ cdef class ConvPlan:
                     c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
                         c.fh * c.fw * c.OC * TFC_TILE_C * 4))
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
-                          and storage == STORE_NATIVE and c.work_per_thread % 2 == 0
+                          and (storage == STORE_NATIVE or oc_lanes)
+                          and c.work_per_thread % 2 == 0
                           and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
                           and taps.size >= _tile_taps(c))
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row

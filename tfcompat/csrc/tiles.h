@@ -32,6 +32,7 @@
 
 #include <Python.h>
 #include <string.h>
+#include "half.h"
 
 #define TFC_TILE_M 6
 #define TFC_TILE_M2 8
@@ -266,17 +267,28 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    acc[r][c], 16 lanes, in the order of the taps and then of o; each dx value is the sum of
    its accumulator's 16 lanes (_mm512_reduce_add_ps). K is a multiple of 16. */
 #define TFC_OC_MAX_C 6
+/* 16 of dy's values from p (S: 0 float32, 1 float16, 2 bfloat16 bits), widened exactly */
+static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_oc_load(
+        const void *p, const int S) {
+    if (S == 0) return _mm512_loadu_ps((const float *)p);
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (S == 1) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* acc[r * C + c] += the sum over o < K (16 at a time) of px[r][o] * bt[c * K + o], for r < P
-   and c < C, but pixels whose px[r] is NULL (EDGE) take nothing */
+   and c < C, but pixels whose px[r] is NULL (EDGE) take nothing; px[r] holds dy's values of
+   storage S, element o at px[r] + o * size */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_tap(
-        __m512 acc[24], const float *const *px, const float *bt, Py_ssize_t K, const int C,
-        const int P, const int EDGE) {
+        __m512 acc[24], const char *const *px, const float *bt, Py_ssize_t K, const int C,
+        const int P, const int EDGE, const int S) {
+    const int size = S ? 2 : 4;
     for (Py_ssize_t o = 0; o < K; o += 16) {
         __m512 w[TFC_OC_MAX_C];
         for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * K + o);
         for (int r = 0; r < P; r++) {
             if (EDGE && !px[r]) continue;
-            __m512 y = _mm512_loadu_ps(px[r] + o);
+            __m512 y = tfc_oc_load(px[r] + o * size, S);
             /* in a register: the compiler would fold the load into each channel's
                multiply-add, loading it C times (dy is rarely on a 64-byte boundary, so each
                load spans two cache lines) */
@@ -287,51 +299,65 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_tap(
     }
 }
 
+/* rows[t] and out hold values of storage S (0 float32, 1 float16, 2 bfloat16; dx rounded
+   once from the float32 sum) */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
-        const float *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
-        Py_ssize_t OW, Py_ssize_t K, float *out, Py_ssize_t width, Py_ssize_t ps, const int C,
-        const int P) {
+        const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
+        Py_ssize_t OW, Py_ssize_t K, void *out, Py_ssize_t width, Py_ssize_t ps, const int C,
+        const int P, const int S) {
+    const int size = S ? 2 : 4;
     for (Py_ssize_t i0 = 0; i0 < width; i0 += P) {
         __m512 acc[24];     /* P * C <= 24 */
         for (int q = 0; q < P * C; q++) acc[q] = _mm512_setzero_ps();
         for (Py_ssize_t t = 0; t < taps; t++) {
-            const float *px[8];
+            const char *px[8], *row = (const char *)rows[t];
             Py_ssize_t x0 = i0 + cols[t];
             if (i0 + P <= width && x0 >= 0 && x0 + P <= OW) {  /* every pixel inside dy */
-                for (int r = 0; r < P; r++) px[r] = rows[t] + (x0 + r) * K;
-                tfc_oc_tap(acc, px, b[t], K, C, P, 0);
+                for (int r = 0; r < P; r++) px[r] = row + (x0 + r) * K * size;
+                tfc_oc_tap(acc, px, b[t], K, C, P, 0, S);
             } else {    /* pixels past the row's end, or whose tap reads outside dy */
                 for (int r = 0; r < P; r++)
                     px[r] = i0 + r < width && x0 + r >= 0 && x0 + r < OW
-                            ? rows[t] + (x0 + r) * K : NULL;
-                tfc_oc_tap(acc, px, b[t], K, C, P, 1);
+                            ? row + (x0 + r) * K * size : NULL;
+                tfc_oc_tap(acc, px, b[t], K, C, P, 1, S);
             }
         }
         for (int r = 0; r < P && i0 + r < width; r++)
-            for (int c = 0; c < C; c++)
-                out[(i0 + r) * ps + c] = _mm512_reduce_add_ps(acc[r * C + c]);
+            for (int c = 0; c < C; c++) {
+                float v = _mm512_reduce_add_ps(acc[r * C + c]);
+                Py_ssize_t at = (i0 + r) * ps + c;
+                if (S == 0) ((float *)out)[at] = v;
+                else if (S == 1) ((uint16_t *)out)[at] = tfc_f2h(v);
+                else ((uint16_t *)out)[at] = tfc_f2bf(v);
+            }
     }
 }
 
 /* tfc_oc_row for each C, a function of its own (see tfc_tile_fns), P pixels a tile: enough
    accumulators to keep the multiply-adds busy, at most 8 dy pointers */
-typedef void (*tfc_oc_fn)(const float *const *, const int32_t *, const float *const *,
-                          Py_ssize_t, Py_ssize_t, Py_ssize_t, float *, Py_ssize_t, Py_ssize_t);
-#define TFC_OC_FN(c, p) \
-    static __attribute__((target("avx512f"), noinline)) void tfc_oc_row_##c( \
-            const float *const *rows, const int32_t *cols, const float *const *b, \
-            Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, float *out, Py_ssize_t width, \
+typedef void (*tfc_oc_fn)(const void *const *, const int32_t *, const float *const *,
+                          Py_ssize_t, Py_ssize_t, Py_ssize_t, void *, Py_ssize_t, Py_ssize_t);
+#define TFC_OC_FN(c, p, s) \
+    static __attribute__((target("avx512f"), noinline)) void tfc_oc_row_##c##_##s( \
+            const void *const *rows, const int32_t *cols, const float *const *b, \
+            Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, void *out, Py_ssize_t width, \
             Py_ssize_t ps) { \
-        tfc_oc_row(rows, cols, b, taps, OW, K, out, width, ps, (c), (p)); \
+        tfc_oc_row(rows, cols, b, taps, OW, K, out, width, ps, (c), (p), (s)); \
     }
-TFC_OC_FN(1, 8) TFC_OC_FN(2, 8) TFC_OC_FN(3, 8) TFC_OC_FN(4, 6) TFC_OC_FN(5, 4) TFC_OC_FN(6, 4)
-static const tfc_oc_fn tfc_oc_fns[TFC_OC_MAX_C + 1] = {
-    NULL, tfc_oc_row_1, tfc_oc_row_2, tfc_oc_row_3, tfc_oc_row_4, tfc_oc_row_5, tfc_oc_row_6};
+#define TFC_OC_FNS(s) \
+    TFC_OC_FN(1, 8, s) TFC_OC_FN(2, 8, s) TFC_OC_FN(3, 8, s) TFC_OC_FN(4, 6, s) \
+    TFC_OC_FN(5, 4, s) TFC_OC_FN(6, 4, s)
+TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2)
+#define TFC_OC_ROW(s) {NULL, tfc_oc_row_1_##s, tfc_oc_row_2_##s, tfc_oc_row_3_##s, \
+                       tfc_oc_row_4_##s, tfc_oc_row_5_##s, tfc_oc_row_6_##s}
+static const tfc_oc_fn tfc_oc_fns[3][TFC_OC_MAX_C + 1] = {
+    TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2)};
 
-static void tfc_oc_rows(const float *const *rows, const int32_t *cols, const float *const *b,
-                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, float *out,
-                        Py_ssize_t width, Py_ssize_t ps) {
-    tfc_oc_fns[C](rows, cols, b, taps, OW, K, out, width, ps);
+/* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*) */
+static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
+                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
+                        Py_ssize_t width, Py_ssize_t ps, int storage) {
+    tfc_oc_fns[storage][C](rows, cols, b, taps, OW, K, out, width, ps);
 }
 
 #else
@@ -351,11 +377,11 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
     (void)ce; (void)C; (void)zero; (void)a; (void)buf; (void)out; (void)width; (void)ps; (void)rs;
 }
 
-static void tfc_oc_rows(const float *const *rows, const int32_t *cols, const float *const *b,
-                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, float *out,
-                        Py_ssize_t width, Py_ssize_t ps) {
+static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
+                        Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
+                        Py_ssize_t width, Py_ssize_t ps, int storage) {
     (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)out;
-    (void)width; (void)ps;
+    (void)width; (void)ps; (void)storage;
 }
 
 #endif
