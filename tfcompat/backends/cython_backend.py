@@ -367,7 +367,7 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0):
     filt = p.filter
     if tiles and p.C % 16:
         # the tile kernel reads whole vectors of 16 channels: zeros in the columns from C on
-        filt = np.zeros(p.filter.shape[:2] + (-(-p.C // 16) * 16, p.OC), p.filter.dtype)
+        filt = np.zeros(p.filter.shape[:2] + (_tile_channels(p.C), p.OC), p.filter.dtype)
         filt[:, :, :p.C] = p.filter
     taps = _filter_taps(filt, tap_rows, ct, nthreads,
                         _kernels.CONV_TILE_BLOCK if tiles else 0)
@@ -452,7 +452,7 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     band's set-up costs nothing to speak of; a run of narrow rows keeps its band."""
     wq = -(-W // sw)
     if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
-        C = -(-C // 16) * 16
+        C = _tile_channels(C)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
     for py in range(sh):
@@ -723,12 +723,24 @@ def _use_tiles(p, gemm, direct):
     the col2im; one image takes it whatever C (faster than oneDNN's gather and ours there). With
     oneDNN's matmuls (``gemm``), a conv whose row phases all merge (C5's 2x2 stride 2) keeps
     them: one GEMM per dy row that writes a dx row was faster there (docs/performance.md)."""
-    if not (CONV_TILES != "off" and CONV_STRATEGY == "auto" and p.dtype == F32
-            and not direct and _kernels.conv_tiles_built() and _cpu_has("AVX512F")):
+    if not (p.dtype == F32 and _tiles_allowed(direct)):
         return False
-    if p.N >= 2 and 3 * p.C < 2 * (-(-p.C // 16) * 16):
+    if p.N >= 2 and 3 * p.C < 2 * _tile_channels(p.C):
         return False
     return gemm is None or not _all_merged(p)
+
+
+def _tiles_allowed(direct):
+    """What either tile kernel needs beyond its dtypes and channels: not turned off
+    (TFCOMPAT_CONV_TILES, TFCOMPAT_CONV_STRATEGY), not a 1x1, stride-1, unpadded conv, compiled
+    in, and a CPU with AVX512F."""
+    return (CONV_TILES != "off" and CONV_STRATEGY == "auto" and not direct
+            and _kernels.conv_tiles_built() and _cpu_has("AVX512F"))
+
+
+def _tile_channels(c):
+    """C rounded up to the tile kernel's vectors of 16 channels."""
+    return -(-c // 16) * 16
 
 
 # The most input channels C for which a conv takes the tile kernel for few channels
@@ -748,10 +760,9 @@ def _use_oc_lanes(p, direct):
     vector lanes, 16 at a time, where the channel tiles would leave most lanes empty (3 of 16
     for an RGB image), and sum each dx value's lanes at the end (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
-    return (CONV_TILES != "off" and CONV_STRATEGY == "auto" and (p.dtype == F32 or half)
-            and not direct and p.C <= OC_LANES_MAX_C and p.OC % 16 == 0
+    return ((p.dtype == F32 or half) and p.C <= OC_LANES_MAX_C and p.OC % 16 == 0
             and (not half or p.fh * p.fw * p.OC >= OC_LANES_HALF_WORK * p.sh * p.sw)
-            and _kernels.conv_tiles_built() and _cpu_has("AVX512F"))
+            and _tiles_allowed(direct))
 
 
 def _all_merged(p):

@@ -732,7 +732,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
     cdef const int32_t* offx = c.ph_offx + p * c.fw
-    cdef Py_ssize_t T = c.fh * c.fw, taps, ta, tb, jj, j, oy, rows_left, run, r
+    cdef Py_ssize_t T = c.fh * c.fw, taps, ta, tb, jj, j, oy, rows_left, run, r, out
     cdef const float** rows = <const float**>work
     cdef const float** b = rows + T * TILE_RUN_ROWS
     cdef const float** a = b + T
@@ -770,6 +770,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
         return
     for jj in range(rows_left):
         j = j0 + jj
+        out = ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C     # dx's row, in values
         taps = 0
         for ta in range(info[4]):
             oy = j + offy[ta]
@@ -783,12 +784,10 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     taps += 1
         if c.oc_lanes:
             oc_rows(<const void* const*>rows, cols, b, taps, c.OW, c.OC, c.C,
-                    <char*>dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C * size,
-                    width, ps, c.storage)
+                    <char*>dx + out * size, width, ps, c.storage)
         else:
-            tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
-                      dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps,
-                      rs)
+            tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf, dx + out,
+                      width, ps, rs)
 
 
 cdef Py_ssize_t _tile_taps(const ConvArgs* c) noexcept nogil:
@@ -945,7 +944,6 @@ cdef class ConvPlan:
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
             c.oc_lanes = oc_lanes
-            c.tile_cols = c.tile_c = c.C
             TFC_CHECK(not oc_lanes or (tiles and c.C <= TFC_OC_MAX_C and c.OC % 16 == 0))
             if tiles:
                 if not oc_lanes:
