@@ -314,15 +314,15 @@ def test_a_2x2_stride_2_puts_each_tap_at_its_own_dx_position(dtype, half_gemm, n
     np.testing.assert_array_equal(got.astype(np.float64), want)
 
 
-def _one_hot_dy(w, n, h, wd, nchw):
+def _one_hot_dy(w, n, h, wd, nchw, ch=0):
     """A VALID, stride-2 conv with filter w into n images of h x wd whose dy is 1 at (1, 2),
-    channel 0, of the last image and 0 elsewhere: (got, want), want by hand arithmetic (each
-    dx element takes at most one product): dx[2 + a, 4 + b, c] = w[a, b, c, 0], else 0."""
+    channel ch, of the last image and 0 elsewhere: (got, want), want by hand arithmetic (each
+    dx element takes at most one product): dx[2 + a, 4 + b, c] = w[a, b, c, ch], else 0."""
     fh, fw, c, oc = w.shape
     dy = np.zeros((n, (h - fh) // 2 + 1, (wd - fw) // 2 + 1, oc), w.dtype)
-    dy[-1, 1, 2, 0] = 1
+    dy[-1, 1, 2, ch] = 1
     want = np.zeros((n, h, wd, c), np.float64)
-    want[-1, 2:2 + fh, 4:4 + fw, :] = w[:, :, :, 0].astype(np.float64)
+    want[-1, 2:2 + fh, 4:4 + fw, :] = w[:, :, :, ch].astype(np.float64)
     sizes, strides = [n, h, wd, c], [1, 2, 2, 1]
     if nchw:
         dy, want = dy.transpose(0, 3, 1, 2).copy(), want.transpose(0, 3, 1, 2)
@@ -535,11 +535,11 @@ def test_tiles_with_a_filter_over_the_cache_budget(case, c, monkeypatch):
 @pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
                                   (7, 7, 2, 1, (3, 3, 3, 3))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("c", [3, 12, 23])
+@pytest.mark.parametrize("c", [7, 12, 23])
 def test_tiles_one_image_of_few_channels(case, c, monkeypatch):
-    """One image whose C is not a multiple of 16 (3: one vector of channels, 13 of its lanes
-    zeros), without oneDNN: the tile kernel, within tolerance of the reference, the same bits
-    on 1, 2 and 3 threads."""
+    """One image whose C is not a multiple of 16 (7: one vector of channels, 9 of its lanes
+    zeros; C <= 6 takes the tiles for few channels), without oneDNN: the tile kernel, within
+    tolerance of the reference, the same bits on 1, 2 and 3 threads."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
     _on_1_2_3_threads(case, np.float32, 6, h=19, w=17, c=c, oc=10)
@@ -548,9 +548,10 @@ def test_tiles_one_image_of_few_channels(case, c, monkeypatch):
 
 # (images, C): whether a float32 conv takes the tile kernel (_use_tiles): multiples of 16;
 # with two or more images, C whose tiles' channel lanes are at least two thirds channels
-# (12 of 16, 22 of 32, 33 of 48), not 8 of 16 nor 20 of 32; one image, any C
+# (12 of 16, 22 of 32, 33 of 48), not 8 of 16 nor 20 of 32; one image, any C (C <= 6 in float32
+# takes the tiles for few channels first: _use_oc_lanes)
 TILE_TAKES = [((2, 16), True), ((2, 8), False), ((2, 12), True), ((2, 20), False),
-              ((2, 22), True), ((2, 33), True), ((2, 57), True), ((1, 5), True), ((1, 20), True)]
+              ((2, 22), True), ((2, 33), True), ((2, 57), True), ((1, 7), True), ((1, 20), True)]
 
 
 @needs_tiles
@@ -576,8 +577,7 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
                                                                      "bfloat16"])
 def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng, monkeypatch):
-    """The tile kernel for few channels (C <= 6, OC a multiple of 16: tiles.h's tfc_oc_rows)
-    on every stride, dilation, padding and filter size, rows of 1 to 23 pixels (a short last
+    """The tile kernel for few channels (C <= 6: tiles.h's tfc_oc_rows) on every stride, dilation, padding and filter size, rows of 1 to 23 pixels (a short last
     tile, a pixel's taps outside dy, images narrower than the stride); float16 and bfloat16
     widened as dy is read and rounded once (here on every geometry, however few products each
     dx value takes)."""
@@ -590,38 +590,57 @@ def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng,
 
 
 @needs_tiles
+@pytest.mark.parametrize("c, oc, w, n", [(1, 6, 9, 2), (3, 24, 23, 1), (6, 21, 7, 3),
+                                         (2, 1, 13, 2), (4, 40, 4, 2)])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_tiles_of_output_channels_with_a_partial_vector_match_reference(case, c, oc, w, n, rng,
+                                                                        monkeypatch):
+    """float32 with OC not a multiple of 16 (LeNet's 1 -> 6, 3 -> 24, a single output channel):
+    the tile kernel for few channels with its last vector of output channels partly masked,
+    on every geometry, within tolerance of the reference."""
+    used = _tiles(monkeypatch, "_use_oc_lanes")
+    got, ref, scale = _run(case, np.float32, rng, n=n, h=13, w=w, c=c, oc=oc)
+    assert used == [not _direct(case)]
+    assert_close(got, ref, scale, np.float32, CONV_TOL)
+
+
+@needs_tiles
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype", [np.float32, BF], ids=["float32", "bfloat16"])
-def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, monkeypatch):
+@pytest.mark.parametrize("dtype, oc", [(np.float32, 32), (BF, 32), (np.float32, 21)],
+                         ids=["float32", "bfloat16", "float32_partial_vector"])
+def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc, monkeypatch):
     used = _tiles(monkeypatch, "_use_oc_lanes")
     monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
-    _on_1_2_3_threads(case, dtype, 4, n=3, h=22, w=17, c=3, oc=32)
+    _on_1_2_3_threads(case, dtype, 4, n=3, h=22, w=17, c=3, oc=oc)
     assert used == [True] * 3
 
 
 @needs_tiles
-def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(monkeypatch):
-    """C = 3, OC = 16: a one-hot dy (_one_hot_dy) puts the filter's taps of output channel 0
-    at their dx positions, exactly (one product and zeros in each sum)."""
+@pytest.mark.parametrize("oc, ch", [(16, 0), (20, 18)], ids=["OC16", "OC20_partial_vector"])
+def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(oc, ch, monkeypatch):
+    """C = 3, OC = 16 or 20: a one-hot dy (_one_hot_dy) on output channel ch (18: in the
+    partial last vector of OC = 20) puts the filter's taps of that channel at their dx
+    positions, exactly (one product and zeros in each sum)."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
-    w = (np.arange(3 * 3 * 3 * 16).reshape(3, 3, 3, 16) % 11 - 5).astype(np.float32)
-    got, want = _one_hot_dy(w, 2, 9, 9, False)
+    w = (np.arange(3 * 3 * 3 * oc).reshape(3, 3, 3, oc) % 11 - 5).astype(np.float32)
+    got, want = _one_hot_dy(w, 2, 9, 9, False, ch)
     assert used == [True]
     np.testing.assert_array_equal(got.astype(np.float64), want)
 
 
 @needs_tiles
 def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monkeypatch):
-    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6 with OC a
-    multiple of 16, not a 1x1 stride-1 unpadded conv, and for the half types 96 products or
-    more per dx value (3x3, stride 1, OC 16: 144; stride 2, OC 32: 72; OC 48: 108); each
-    result within tolerance of the reference."""
+    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6, not a 1x1
+    stride-1 unpadded conv; float32 with any OC, the half types with OC a multiple of 16 and
+    96 products or more per dx value (3x3, stride 1, OC 16: 144; stride 2, OC 32: 72; OC 48:
+    108); each result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     same = (3, 3, 1, 1, (1, 1, 1, 1))
     takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, F32, False),
-             (same, 3, 10, F32, False), ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, F32, False),
+             (same, 3, 10, F32, True), (same, 3, 24, BF, False), (same, 3, 24, np.float16, False),
+             ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, F32, False),
              ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, F32, True),
              # float16 and bfloat16 from OC_LANES_HALF_WORK = 96 products per dx value
              (same, 3, 16, BF, True), ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 32, BF, False),
@@ -644,11 +663,13 @@ def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):
 
 
 @needs_tiles
-@pytest.mark.parametrize("choice, c, oc", [("_use_tiles", 16, 3), ("_use_oc_lanes", 3, 16)],
-                         ids=["channel_tiles", "few_channels"])
+@pytest.mark.parametrize("choice, c, oc", [("_use_tiles", 16, 3), ("_use_oc_lanes", 3, 16),
+                                           ("_use_oc_lanes", 3, 21)],
+                         ids=["channel_tiles", "few_channels", "few_channels_partial_vector"])
 @pytest.mark.parametrize("kx", [0, 2], ids=["last_pixel", "first_pixel"])
 def test_tiles_leave_out_taps_outside_dy(kx, choice, c, oc, monkeypatch):
-    """An infinite filter value on the middle row's tap kx (3x3, padding 1), which reads
+    """An infinite filter value on the middle row's tap kx (3x3, padding 1), output channel
+    OC - 1 (with OC = 21, in the few-channel tiles' partial last vector), which reads
     outside dy at a row's last (kx = 0) or first (kx = 2) pixel: those pixels take nothing
     from it, as in the col2im and the NumPy reference (and TF 2.21 on these shapes), instead
     of 0 x inf = NaN, on either tile kernel. dy > 0, so every dx value is +inf (the tap reads
@@ -658,7 +679,7 @@ def test_tiles_leave_out_taps_outside_dy(kx, choice, c, oc, monkeypatch):
     n, h, w = 2, 7, 9     # width 9: channel tiles of 5 and 4 pixels, few-channel ones of 8 and 1
     rng = np.random.default_rng(3)
     filt = rng.standard_normal((fh, fw, c, oc)).astype(np.float32)
-    filt[1, kx, :, 0] = np.inf
+    filt[1, kx, :, -1] = np.inf
     oh, ow = (h + pt + pb - fh) // s + 1, (w + pl + pr - fw) // s + 1
     dy = (np.abs(rng.standard_normal((n, oh, ow, oc))) + 0.5).astype(np.float32)
     kw = dict(strides=[1, s, s, 1], padding="EXPLICIT",

@@ -354,15 +354,17 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0):
     ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
     totals; 2: the tile kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each
-    tap's filter as [C, OC], its own layout."""
+    tap's filter as [C, OC], its own layout (OC rounded up to a multiple of 16, zeros from OC
+    on)."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
         p, dnnl, ct.itemsize == 2, short_bands, tiles)
     if tiles:
         a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
     if tiles == 2:
         w = np.asarray(p.filter, ct).reshape(p.fh * p.fw, p.C, p.OC)
-        taps = _aligned_empty((len(tap_rows), p.C, p.OC), ct)
-        np.take(w, tap_rows, axis=0, out=taps)
+        taps = _aligned_empty((len(tap_rows), p.C, _tile_channels(p.OC)), ct)
+        taps[:, :, p.OC:] = 0
+        taps[:, :, :p.OC] = w[tap_rows]
         return strides, info, offy, offx, taps.reshape(-1), a_values, out_values, merged
     filt = p.filter
     if tiles and p.C % 16:
@@ -453,6 +455,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     wq = -(-W // sw)
     if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
         C = _tile_channels(C)
+    elif tiles == 2:  # and the tile kernel for few channels, OC
+        OC = _tile_channels(OC)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
     for py in range(sh):
@@ -755,12 +759,13 @@ OC_LANES_HALF_WORK = 96
 def _use_oc_lanes(p, direct):
     """The tile kernel for few channels (tiles.h's tfc_oc_rows), for float32, float16 and
     bfloat16 (dy widened as it is read, each dx value rounded once): as _use_tiles, where
-    C <= OC_LANES_MAX_C and OC is a multiple of 16 (and, for the half types, each dx value
-    takes OC_LANES_HALF_WORK products or more). Its tiles put dy's output channels in the
-    vector lanes, 16 at a time, where the channel tiles would leave most lanes empty (3 of 16
-    for an RGB image), and sum each dx value's lanes at the end (docs/performance.md)."""
+    C <= OC_LANES_MAX_C (and, for the half types, OC is a multiple of 16 and each dx value
+    takes OC_LANES_HALF_WORK products or more; float32 reads a last partial vector of output
+    channels with a masked load). Its tiles put dy's output channels in the vector lanes, 16
+    at a time, where the channel tiles would leave most lanes empty (3 of 16 for an RGB
+    image), and sum each dx value's lanes at the end (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
-    return ((p.dtype == F32 or half) and p.C <= OC_LANES_MAX_C and p.OC % 16 == 0
+    return ((p.dtype == F32 or (half and p.OC % 16 == 0)) and p.C <= OC_LANES_MAX_C
             and (not half or p.fh * p.fw * p.OC >= OC_LANES_HALF_WORK * p.sh * p.sw)
             and _tiles_allowed(direct))
 

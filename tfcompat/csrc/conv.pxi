@@ -262,9 +262,10 @@ cdef struct ConvArgs:
     const int32_t* ph_merged
     # float32 on the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
-    bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, OC]
+    bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, tile_k]
     Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
+    Py_ssize_t tile_k       # oc_lanes: each tap's [C, tile_k] rows, OC rounded up to 16; else OC
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -753,7 +754,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
         for ta in range(info[4]):
             for tb in range(info[5]):
                 cols[ta * info[5] + tb] = offx[tb]
-                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
+                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.tile_k * c.tile_c
         while rows_left > 0:
             run = min(rows_left, TILE_RUN_ROWS, max(1, TILE_RUN_PIXELS // width))
             for r in range(run):
@@ -780,7 +781,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     rows[taps] = <const float*>(<const char*>dy
                                                 + (n * c.OH + oy) * c.OW * c.OC * size)
                     cols[taps] = offx[tb]
-                    b[taps] = taps_b + (ta * info[5] + tb) * c.OC * c.tile_c
+                    b[taps] = taps_b + (ta * info[5] + tb) * c.tile_k * c.tile_c
                     taps += 1
         if c.oc_lanes:
             oc_rows(<const void* const*>rows, cols, b, taps, c.OW, c.OC, c.C,
@@ -791,13 +792,13 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
 
 
 cdef Py_ssize_t _tile_taps(const ConvArgs* c) noexcept nogil:
-    """The values of the tile kernel's filter taps: each phase's taps, [OC, tile_c] each, from
-    its offset (info[7])."""
+    """The values of the tile kernel's filter taps: each phase's taps, [tile_k, tile_c] each
+    ([C, tile_k] for few channels), from its offset (info[7])."""
     cdef Py_ssize_t p, end = 0
     cdef const int32_t* info
     for p in range(c.phases):
         info = c.ph_info + p * PH_WIDTH
-        end = max(end, info[7] + info[4] * info[5] * c.OC * c.tile_c)
+        end = max(end, info[7] + info[4] * info[5] * c.tile_k * c.tile_c)
     return end
 
 
@@ -928,6 +929,7 @@ cdef class ConvPlan:
         c.dnnl = False
         c.tiles = c.oc_lanes = False
         c.tile_cols = c.tile_c = c.C
+        c.tile_k = c.OC
         self.dnnl = dnnl
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
@@ -944,9 +946,12 @@ cdef class ConvPlan:
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
             c.oc_lanes = oc_lanes
-            TFC_CHECK(not oc_lanes or (tiles and c.C <= TFC_OC_MAX_C and c.OC % 16 == 0))
+            TFC_CHECK(not oc_lanes or (tiles and c.C <= TFC_OC_MAX_C
+                                       and (c.OC % 16 == 0 or storage == STORE_NATIVE)))
             if tiles:
-                if not oc_lanes:
+                if oc_lanes:
+                    c.tile_k = (c.OC + 15) // 16 * 16
+                else:
                     c.tile_c = (c.C + 15) // 16 * 16
                     c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
                         c.fh * c.fw * c.OC * TFC_TILE_C * 4))

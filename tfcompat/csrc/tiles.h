@@ -263,73 +263,96 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    of a phase, width pixels, into out + i * ps + c: for each tile of P pixels and each tap t
    (its dy row rows[t], never NULL here, read at column i + cols[t]; a pixel whose tap reads
    outside dy takes nothing from it, as in the col2im), each 16 output channels o of dy's
-   pixel are multiplied by the tap's b[t][c * K + o] ([C, K]: the filter's own layout) into
-   acc[r][c], 16 lanes, in the order of the taps and then of o; each dx value is the sum of
-   its accumulator's 16 lanes (_mm512_reduce_add_ps). K is a multiple of 16. */
+   pixel are multiplied by the tap's b[t][c * Kp + o] ([C, Kp]: the filter's own layout, K
+   rounded up to a multiple Kp of 16, zeros from K on) into acc[r][c], 16 lanes, in the order
+   of the taps and then of o; each dx value is the sum of its accumulator's 16 lanes
+   (_mm512_reduce_add_ps). K is a multiple of 16 for 16-bit dy; float32 dy may end in a
+   partial vector of K % 16 output channels (storage 3, below), read by a masked load: its
+   lanes from K % 16 on are zeros, as are the filter's, so they add exact zeros, and nothing
+   past a pixel's K values is read. */
 #define TFC_OC_MAX_C 6
-/* 16 of dy's values from p (S: 0 float32, 1 float16, 2 bfloat16 bits), widened exactly */
+/* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
+   registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
+   last vector and kept the accumulators in memory */
+#define TFC_UNROLL _Pragma("GCC unroll 24")
+/* 16 of dy's values from p (S: 0 or 3 float32, 1 float16, 2 bfloat16 bits), widened
+   exactly */
 static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_oc_load(
         const void *p, const int S) {
-    if (S == 0) return _mm512_loadu_ps((const float *)p);
+    if (S == 0 || S == 3) return _mm512_loadu_ps((const float *)p);
     __m256i h = _mm256_loadu_si256((const __m256i *)p);
     if (S == 1) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* acc[r * C + c] += the sum over o < K (16 at a time) of px[r][o] * bt[c * K + o], for r < P
-   and c < C, but pixels whose px[r] is NULL (EDGE) take nothing; px[r] holds dy's values of
-   storage S, element o at px[r] + o * size */
+/* acc[r * C + c] += the sum over o < K (16 at a time) of px[r][o] * bt[c * Kp + o], for
+   r < P and c < C, but pixels whose px[r] is NULL (EDGE) take nothing; px[r] holds dy's
+   values of storage S, element o at px[r] + o * size. S = 3: float32 whose last vector is
+   read by a masked load (the filter's is whole, zeros past K). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_tap(
         __m512 acc[24], const char *const *px, const float *bt, Py_ssize_t K, const int C,
         const int P, const int EDGE, const int S) {
-    const int size = S ? 2 : 4;
+    const int size = S == 1 || S == 2 ? 2 : 4;
+    const Py_ssize_t Kp = (K + 15) & ~(Py_ssize_t)15;
     for (Py_ssize_t o = 0; o < K; o += 16) {
         __m512 w[TFC_OC_MAX_C];
-        for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * K + o);
+        TFC_UNROLL
+        for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * Kp + o);
+        __mmask16 m = K - o < 16 ? (__mmask16)((1u << (K - o)) - 1) : (__mmask16)0xffff;
+        TFC_UNROLL
         for (int r = 0; r < P; r++) {
             if (EDGE && !px[r]) continue;
-            __m512 y = tfc_oc_load(px[r] + o * size, S);
+            __m512 y = S == 3 ? _mm512_maskz_loadu_ps(m, (const float *)px[r] + o)
+                              : tfc_oc_load(px[r] + o * size, S);
             /* in a register: the compiler would fold the load into each channel's
                multiply-add, loading it C times (dy is rarely on a 64-byte boundary, so each
                load spans two cache lines) */
             __asm__("" : "+v"(y));
+            TFC_UNROLL
             for (int c = 0; c < C; c++)
                 acc[r * C + c] = _mm512_fmadd_ps(y, w[c], acc[r * C + c]);
         }
     }
 }
 
-/* rows[t] and out hold values of storage S (0 float32, 1 float16, 2 bfloat16; dx rounded
-   once from the float32 sum) */
+/* rows[t] and out hold values of storage S (0 or 3 float32, 1 float16, 2 bfloat16; dx
+   rounded once from the float32 sum) */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
         const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
         Py_ssize_t OW, Py_ssize_t K, void *out, Py_ssize_t width, Py_ssize_t ps, const int C,
         const int P, const int S) {
-    const int size = S ? 2 : 4;
+    const int size = S == 1 || S == 2 ? 2 : 4;
     for (Py_ssize_t i0 = 0; i0 < width; i0 += P) {
         __m512 acc[24];     /* P * C <= 24 */
+        TFC_UNROLL
         for (int q = 0; q < P * C; q++) acc[q] = _mm512_setzero_ps();
         for (Py_ssize_t t = 0; t < taps; t++) {
             const char *px[8], *row = (const char *)rows[t];
             Py_ssize_t x0 = i0 + cols[t];
             if (i0 + P <= width && x0 >= 0 && x0 + P <= OW) {  /* every pixel inside dy */
+                TFC_UNROLL
                 for (int r = 0; r < P; r++) px[r] = row + (x0 + r) * K * size;
                 tfc_oc_tap(acc, px, b[t], K, C, P, 0, S);
             } else {    /* pixels past the row's end, or whose tap reads outside dy */
+                TFC_UNROLL
                 for (int r = 0; r < P; r++)
                     px[r] = i0 + r < width && x0 + r >= 0 && x0 + r < OW
                             ? row + (x0 + r) * K * size : NULL;
                 tfc_oc_tap(acc, px, b[t], K, C, P, 1, S);
             }
         }
-        for (int r = 0; r < P && i0 + r < width; r++)
+        TFC_UNROLL
+        for (int r = 0; r < P; r++) {
+            if (i0 + r >= width) break;
+            TFC_UNROLL
             for (int c = 0; c < C; c++) {
                 float v = _mm512_reduce_add_ps(acc[r * C + c]);
                 Py_ssize_t at = (i0 + r) * ps + c;
-                if (S == 0) ((float *)out)[at] = v;
+                if (S == 0 || S == 3) ((float *)out)[at] = v;
                 else if (S == 1) ((uint16_t *)out)[at] = tfc_f2h(v);
                 else ((uint16_t *)out)[at] = tfc_f2bf(v);
             }
+        }
     }
 }
 
@@ -347,17 +370,19 @@ typedef void (*tfc_oc_fn)(const void *const *, const int32_t *, const float *con
 #define TFC_OC_FNS(s) \
     TFC_OC_FN(1, 8, s) TFC_OC_FN(2, 8, s) TFC_OC_FN(3, 8, s) TFC_OC_FN(4, 6, s) \
     TFC_OC_FN(5, 4, s) TFC_OC_FN(6, 4, s)
-TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2)
+TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3)
 #define TFC_OC_ROW(s) {NULL, tfc_oc_row_1_##s, tfc_oc_row_2_##s, tfc_oc_row_3_##s, \
                        tfc_oc_row_4_##s, tfc_oc_row_5_##s, tfc_oc_row_6_##s}
-static const tfc_oc_fn tfc_oc_fns[3][TFC_OC_MAX_C + 1] = {
-    TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2)};
+static const tfc_oc_fn tfc_oc_fns[4][TFC_OC_MAX_C + 1] = {
+    TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3)};
 
-/* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*) */
+/* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); float32 with K not a
+   multiple of 16 runs the version with a masked last vector (3) */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
-    tfc_oc_fns[storage][C](rows, cols, b, taps, OW, K, out, width, ps);
+    tfc_oc_fns[storage == 0 && K % 16 ? 3 : storage][C](rows, cols, b, taps, OW, K, out,
+                                                         width, ps);
 }
 
 #else
