@@ -265,7 +265,7 @@ cdef struct ConvArgs:
     bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, tile_k]
     Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
-    Py_ssize_t tile_k       # oc_lanes: each tap's [C, tile_k] rows, OC rounded up to 16; else OC
+    Py_ssize_t tile_k       # oc_lanes: OC rounded up to 16, each tap's [C, tile_k]; else OC
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
