@@ -159,9 +159,9 @@ def _conv_cases(full):
             # channels are zeros, or few channels with dy's 16 in the lanes
             c, oc = ((16, 4), (80, 130), (40, 9), (3, 16))[n % 4]
             # the few-channel tiles take float16 and bfloat16 too: every third of those;
-            # float32 any OC, here 20 (a whole vector of dy's channels and a partial one)
+            # any OC, here 20 (a whole vector of dy's channels and a partial one) or 16
             dt = ("f32", "f16", "bf16")[(n // 4) % 3] if c == 3 else "f32"
-            oc = 20 if (c, dt) == (3, "f32") else oc
+            oc = 20 if c == 3 and (dt == "f32" or (n // 12) % 2) else oc
             cases.append(Case("conv", dt, b=b, i=(h, w), c=c, oc=oc, k=k, s=(s, s),
                               d=(d, d), p=p, l=lay))
     if not full:  # the layer types of docs/semantics.md §10 at a small size

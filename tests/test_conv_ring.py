@@ -577,12 +577,14 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
                                                                      "bfloat16"])
 def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng, monkeypatch):
-    """The tile kernel for few channels (C <= 6: tiles.h's tfc_oc_rows) on every stride, dilation, padding and filter size, rows of 1 to 23 pixels (a short last
-    tile, a pixel's taps outside dy, images narrower than the stride); float16 and bfloat16
-    widened as dy is read and rounded once (here on every geometry, however few products each
-    dx value takes)."""
+    """The tile kernel for few channels (C <= 6: tiles.h's tfc_oc_rows) on every stride,
+    dilation, padding and filter size, rows of 1 to 23 pixels (a short last tile, a pixel's
+    taps outside dy, images narrower than the stride); float16 and bfloat16 widened as dy is
+    read and rounded once (here on every geometry, however few products each dx value takes
+    and whatever C with a stride)."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
     got, ref, scale = _run(case, dtype, rng, n=n, h=13, w=w, c=c, oc=oc)
     assert used == [not _direct(case)]
     assert got.dtype == np.dtype(dtype)
@@ -591,27 +593,36 @@ def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng,
 
 @needs_tiles
 @pytest.mark.parametrize("c, oc, w, n", [(1, 6, 9, 2), (3, 24, 23, 1), (6, 21, 7, 3),
-                                         (2, 1, 13, 2), (4, 40, 4, 2)])
+                                         (2, 1, 13, 2), (4, 40, 4, 2), (5, 17, 10, 1)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_tiles_of_output_channels_with_a_partial_vector_match_reference(case, c, oc, w, n, rng,
-                                                                        monkeypatch):
-    """float32 with OC not a multiple of 16 (LeNet's 1 -> 6, 3 -> 24, a single output channel):
-    the tile kernel for few channels with its last vector of output channels partly masked,
-    on every geometry, within tolerance of the reference."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
+                                                                     "bfloat16"])
+def test_tiles_of_output_channels_with_a_partial_vector_match_reference(case, c, oc, w, n, dtype,
+                                                                        rng, monkeypatch):
+    """OC not a multiple of 16 (LeNet's 1 -> 6, 3 -> 24, a single output channel; even and odd
+    counts in the last vector, which the 16-bit types read as pairs and one value): the tile
+    kernel for few channels with its last vector of output channels read by masked loads, on
+    every geometry, within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
-    got, ref, scale = _run(case, np.float32, rng, n=n, h=13, w=w, c=c, oc=oc)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
+    got, ref, scale = _run(case, dtype, rng, n=n, h=13, w=w, c=c, oc=oc)
     assert used == [not _direct(case)]
-    assert_close(got, ref, scale, np.float32, CONV_TOL)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
 
 
 @needs_tiles
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype, oc", [(np.float32, 32), (BF, 32), (np.float32, 21)],
-                         ids=["float32", "bfloat16", "float32_partial_vector"])
+@pytest.mark.parametrize("dtype, oc", [(np.float32, 32), (BF, 32), (np.float32, 21),
+                                       (np.float16, 21)],
+                         ids=["float32", "bfloat16", "float32_partial_vector",
+                              "float16_partial_vector"])
 def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc, monkeypatch):
     used = _tiles(monkeypatch, "_use_oc_lanes")
     monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
     _on_1_2_3_threads(case, dtype, 4, n=3, h=22, w=17, c=3, oc=oc)
     assert used == [True] * 3
@@ -632,19 +643,21 @@ def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(oc, ch, monkey
 
 @needs_tiles
 def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monkeypatch):
-    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6, not a 1x1
-    stride-1 unpadded conv; float32 with any OC, the half types with OC a multiple of 16 and
-    96 products or more per dx value (3x3, stride 1, OC 16: 144; stride 2, OC 32: 72; OC 48:
-    108); each result within tolerance of the reference."""
+    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6, any OC, not
+    a 1x1 stride-1 unpadded conv, and for the half types 96 products or more per dx value
+    (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72; OC 48: 108) and, with a
+    stride, C <= 3; each result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     same = (3, 3, 1, 1, (1, 1, 1, 1))
     takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, F32, False),
-             (same, 3, 10, F32, True), (same, 3, 24, BF, False), (same, 3, 24, np.float16, False),
+             (same, 3, 10, F32, True), (same, 3, 24, BF, True), (same, 3, 10, np.float16, False),
              ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, F32, False),
              ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, F32, True),
              # float16 and bfloat16 from OC_LANES_HALF_WORK = 96 products per dx value
              (same, 3, 16, BF, True), ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 32, BF, False),
-             ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 48, np.float16, True)]
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 48, np.float16, True),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, BF, False),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, F32, True)]
     for case, c, oc, dtype, _ in takes:
         got, ref, scale = _run(case, dtype, rng, n=2, h=6, w=9, c=c, oc=oc)
         assert_close(got, ref, scale, dtype, CONV_TOL)

@@ -75,9 +75,9 @@ CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
 def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
     """Half types are widened exactly, computed as float32 and rounded once: bit for bit our
-    float32 result on the widened inputs, rounded by NumPy / ml_dtypes. The float32 result
-    is computed without the tile kernels: on these shapes (output channels not a multiple of
-    16) they take float32 alone, and sum in another order than the half types' strategies."""
+    float32 result on the widened inputs, rounded by NumPy / ml_dtypes, by the same strategy:
+    the tile kernel for few channels where the half type took it (each dx value's products in
+    the same order), else without the tile kernels, which take float32 alone there."""
     xs, ws, s, pad = case
     n, h, w, _ = xs
     oh = -(-h // s) if pad == "SAME" else (h - ws[0]) // s + 1
@@ -90,9 +90,15 @@ def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
         sizes = [n, xs[3], h, w]
     strides = [1, s, s, 1] if fmt == "NHWC" else [1, 1, s, s]
     kw = dict(strides=strides, padding=pad, data_format=fmt)
+    took, real = [], cython_backend._use_oc_lanes
+    monkeypatch.setattr(cython_backend, "_use_oc_lanes",
+                        lambda *a: took.append(real(*a)) or took[-1])
     got = T.conv2d_backprop_input(sizes, filt, dy, **kw)
-    monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
+    half_took = bool(took and took[0])     # a half-type 1x1 asks nothing: one GEMM
+    if not half_took:
+        monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
     ref32 = T.conv2d_backprop_input(sizes, filt.astype(np.float32), dy.astype(np.float32), **kw)
+    assert took[-1] == half_took
     assert got.dtype == np.dtype(dtype) and got.shape == ref32.shape
     assert np.array_equal(got.view(np.uint16), ref32.astype(dtype).view(np.uint16))
 

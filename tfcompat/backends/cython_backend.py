@@ -751,22 +751,27 @@ def _tile_channels(c):
 # (_use_oc_lanes; at most tiles.h's TFC_OC_MAX_C)
 OC_LANES_MAX_C = 6
 # The fewest products per dx value, fh * fw * OC / (sh * sw), for which a float16 or bfloat16
-# conv takes it: below, widening dy and rounding each dx value on its own cost more than the
-# other strategies save (docs/performance.md)
+# conv takes it, and the most input channels with which a strided one does: below, or with
+# more channels and a stride (whose phases with few taps leave each dx value few products for
+# its lane sum and rounding), widening dy and rounding each dx value on its own cost more than
+# the other strategies save (docs/performance.md)
 OC_LANES_HALF_WORK = 96
+OC_LANES_HALF_STRIDED_MAX_C = 3
 
 
 def _use_oc_lanes(p, direct):
     """The tile kernel for few channels (tiles.h's tfc_oc_rows), for float32, float16 and
     bfloat16 (dy widened as it is read, each dx value rounded once): as _use_tiles, where
-    C <= OC_LANES_MAX_C (and, for the half types, OC is a multiple of 16 and each dx value
-    takes OC_LANES_HALF_WORK products or more; float32 reads a last partial vector of output
-    channels with a masked load). Its tiles put dy's output channels in the vector lanes, 16
-    at a time, where the channel tiles would leave most lanes empty (3 of 16 for an RGB
-    image), and sum each dx value's lanes at the end (docs/performance.md)."""
+    C <= OC_LANES_MAX_C, whatever OC (a last partial vector of output channels is read by
+    masked loads); for the half types, where each dx value takes OC_LANES_HALF_WORK products
+    or more and, with a stride, C <= OC_LANES_HALF_STRIDED_MAX_C. Its tiles put dy's output
+    channels in the vector lanes, 16 at a time, where the channel tiles would leave most lanes
+    empty (3 of 16 for an RGB image), and sum each dx value's lanes at the end
+    (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
-    return ((p.dtype == F32 or (half and p.OC % 16 == 0)) and p.C <= OC_LANES_MAX_C
-            and (not half or p.fh * p.fw * p.OC >= OC_LANES_HALF_WORK * p.sh * p.sw)
+    return ((p.dtype == F32 or half) and p.C <= OC_LANES_MAX_C
+            and (not half or (p.fh * p.fw * p.OC >= OC_LANES_HALF_WORK * p.sh * p.sw
+                              and (p.sh * p.sw == 1 or p.C <= OC_LANES_HALF_STRIDED_MAX_C)))
             and _tiles_allowed(direct))
 
 

@@ -946,8 +946,7 @@ cdef class ConvPlan:
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
             c.oc_lanes = oc_lanes
-            TFC_CHECK(not oc_lanes or (tiles and c.C <= TFC_OC_MAX_C
-                                       and (c.OC % 16 == 0 or storage == STORE_NATIVE)))
+            TFC_CHECK(not oc_lanes or (tiles and c.C <= TFC_OC_MAX_C))
             if tiles:
                 if oc_lanes:
                     c.tile_k = (c.OC + 15) // 16 * 16

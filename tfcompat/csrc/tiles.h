@@ -266,62 +266,90 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    pixel are multiplied by the tap's b[t][c * Kp + o] ([C, Kp]: the filter's own layout, K
    rounded up to a multiple Kp of 16, zeros from K on) into acc[r][c], 16 lanes, in the order
    of the taps and then of o; each dx value is the sum of its accumulator's 16 lanes
-   (_mm512_reduce_add_ps). K is a multiple of 16 for 16-bit dy; float32 dy may end in a
-   partial vector of K % 16 output channels (storage 3, below), read by a masked load: its
-   lanes from K % 16 on are zeros, as are the filter's, so they add exact zeros, and nothing
-   past a pixel's K values is read. */
+   (_mm512_reduce_add_ps). dy may end in a partial vector of K % 16 output channels (storage
+   3-5, below), read by masked loads: its lanes from K % 16 on are zeros, as are the filter's,
+   so they add exact zeros, and nothing past a pixel's K values is read. */
 #define TFC_OC_MAX_C 6
 /* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
    registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
    last vector and kept the accumulators in memory */
 #define TFC_UNROLL _Pragma("GCC unroll 24")
-/* 16 of dy's values from p (S: 0 or 3 float32, 1 float16, 2 bfloat16 bits), widened
-   exactly */
+/* 16 of dy's values from p (S: 0 float32, 1 float16, 2 bfloat16 bits; 3-5 the same with a
+   partial last vector), widened exactly; with PART, only the first n <= 16 are read (mask m:
+   n bits) and the other lanes are zeros, 16-bit values (n < 16) by a masked load of n / 2
+   pairs and, for odd n, the last one put in its lane (AVX512F has no 16-bit masked load) */
 static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_oc_load(
-        const void *p, const int S) {
-    if (S == 0 || S == 3) return _mm512_loadu_ps((const float *)p);
-    __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    if (S == 1) return _mm512_cvtph_ps(h);
+        const void *p, const int S, const int PART, __mmask16 m, Py_ssize_t n) {
+    if (S == 0 || S == 3)
+        return PART ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps((const float *)p);
+    __m256i h;
+    if (PART) {
+        __m512i v = _mm512_maskz_loadu_epi32((__mmask16)((1u << (n >> 1)) - 1), p);
+        if (n & 1)
+            v = _mm512_mask_mov_epi32(v, (__mmask16)(1u << (n >> 1)),
+                                      _mm512_set1_epi32(((const uint16_t *)p)[n - 1]));
+        h = _mm512_castsi512_si256(v);
+    } else {
+        h = _mm256_loadu_si256((const __m256i *)p);
+    }
+    if (S == 1 || S == 4) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* acc[r * C + c] += px[r][o + j] * w[c][j] for j < 16, r < P and c < C, but pixels whose
+   px[r] is NULL (EDGE) take nothing; px[r] holds dy's values of storage S, element o at
+   px[r] + o * size; PART: only the first n of them (tfc_oc_load) */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_chunk(
+        __m512 acc[24], const char *const *px, const __m512 *w, Py_ssize_t o, const int C,
+        const int P, const int EDGE, const int S, const int PART, Py_ssize_t n) {
+    const int size = S == 0 || S == 3 ? 4 : 2;
+    __mmask16 m = (__mmask16)((1u << n) - 1);
+    TFC_UNROLL
+    for (int r = 0; r < P; r++) {
+        if (EDGE && !px[r]) continue;
+        __m512 y = tfc_oc_load(px[r] + o * size, S, PART, m, n);
+        /* in a register: the compiler would fold the load into each channel's multiply-add,
+           loading it C times (dy is rarely on a 64-byte boundary, so each load spans two
+           cache lines) */
+        __asm__("" : "+v"(y));
+        TFC_UNROLL
+        for (int c = 0; c < C; c++)
+            acc[r * C + c] = _mm512_fmadd_ps(y, w[c], acc[r * C + c]);
+    }
 }
 
 /* acc[r * C + c] += the sum over o < K (16 at a time) of px[r][o] * bt[c * Kp + o], for
    r < P and c < C, but pixels whose px[r] is NULL (EDGE) take nothing; px[r] holds dy's
-   values of storage S, element o at px[r] + o * size. S = 3: float32 whose last vector is
-   read by a masked load (the filter's is whole, zeros past K). */
+   values of storage S. S = 3-5: dy's last vector is partial, read by masked loads (the
+   filter's is whole, zeros past K). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_tap(
         __m512 acc[24], const char *const *px, const float *bt, Py_ssize_t K, const int C,
         const int P, const int EDGE, const int S) {
-    const int size = S == 1 || S == 2 ? 2 : 4;
     const Py_ssize_t Kp = (K + 15) & ~(Py_ssize_t)15;
-    for (Py_ssize_t o = 0; o < K; o += 16) {
+    Py_ssize_t o = 0;
+    /* float32 with a partial vector: every vector by a masked load, in one loop (faster than
+       a loop of whole vectors and a last one) */
+    for (; S == 3 ? o < K : o + 16 <= K; o += 16) {
         __m512 w[TFC_OC_MAX_C];
         TFC_UNROLL
         for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * Kp + o);
-        __mmask16 m = K - o < 16 ? (__mmask16)((1u << (K - o)) - 1) : (__mmask16)0xffff;
+        tfc_oc_chunk(acc, px, w, o, C, P, EDGE, S, S == 3, K - o < 16 ? K - o : 16);
+    }
+    if (S >= 4 && o < K) {
+        __m512 w[TFC_OC_MAX_C];
         TFC_UNROLL
-        for (int r = 0; r < P; r++) {
-            if (EDGE && !px[r]) continue;
-            __m512 y = S == 3 ? _mm512_maskz_loadu_ps(m, (const float *)px[r] + o)
-                              : tfc_oc_load(px[r] + o * size, S);
-            /* in a register: the compiler would fold the load into each channel's
-               multiply-add, loading it C times (dy is rarely on a 64-byte boundary, so each
-               load spans two cache lines) */
-            __asm__("" : "+v"(y));
-            TFC_UNROLL
-            for (int c = 0; c < C; c++)
-                acc[r * C + c] = _mm512_fmadd_ps(y, w[c], acc[r * C + c]);
-        }
+        for (int c = 0; c < C; c++) w[c] = _mm512_loadu_ps(bt + c * Kp + o);
+        tfc_oc_chunk(acc, px, w, o, C, P, EDGE, S, 1, K - o);
     }
 }
 
-/* rows[t] and out hold values of storage S (0 or 3 float32, 1 float16, 2 bfloat16; dx
-   rounded once from the float32 sum) */
+/* rows[t] and out hold values of storage S (0 or 3 float32, 1 or 4 float16, 2 or 5 bfloat16;
+   dx rounded once from the float32 sum) */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
         const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
         Py_ssize_t OW, Py_ssize_t K, void *out, Py_ssize_t width, Py_ssize_t ps, const int C,
         const int P, const int S) {
-    const int size = S == 1 || S == 2 ? 2 : 4;
+    const int size = S == 0 || S == 3 ? 4 : 2;
     for (Py_ssize_t i0 = 0; i0 < width; i0 += P) {
         __m512 acc[24];     /* P * C <= 24 */
         TFC_UNROLL
@@ -349,7 +377,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_oc_row(
                 float v = _mm512_reduce_add_ps(acc[r * C + c]);
                 Py_ssize_t at = (i0 + r) * ps + c;
                 if (S == 0 || S == 3) ((float *)out)[at] = v;
-                else if (S == 1) ((uint16_t *)out)[at] = tfc_f2h(v);
+                else if (S == 1 || S == 4) ((uint16_t *)out)[at] = tfc_f2h(v);
                 else ((uint16_t *)out)[at] = tfc_f2bf(v);
             }
         }
@@ -370,19 +398,18 @@ typedef void (*tfc_oc_fn)(const void *const *, const int32_t *, const float *con
 #define TFC_OC_FNS(s) \
     TFC_OC_FN(1, 8, s) TFC_OC_FN(2, 8, s) TFC_OC_FN(3, 8, s) TFC_OC_FN(4, 6, s) \
     TFC_OC_FN(5, 4, s) TFC_OC_FN(6, 4, s)
-TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3)
+TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3) TFC_OC_FNS(4) TFC_OC_FNS(5)
 #define TFC_OC_ROW(s) {NULL, tfc_oc_row_1_##s, tfc_oc_row_2_##s, tfc_oc_row_3_##s, \
                        tfc_oc_row_4_##s, tfc_oc_row_5_##s, tfc_oc_row_6_##s}
-static const tfc_oc_fn tfc_oc_fns[4][TFC_OC_MAX_C + 1] = {
-    TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3)};
+static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
+    TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3), TFC_OC_ROW(4), TFC_OC_ROW(5)};
 
-/* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); float32 with K not a
-   multiple of 16 runs the version with a masked last vector (3) */
+/* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); K not a multiple of 16 runs
+   the version with a partial last vector (3-5) */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
-    tfc_oc_fns[storage == 0 && K % 16 ? 3 : storage][C](rows, cols, b, taps, OW, K, out,
-                                                         width, ps);
+    tfc_oc_fns[K % 16 ? storage + 3 : storage][C](rows, cols, b, taps, OW, K, out, width, ps);
 }
 
 #else
