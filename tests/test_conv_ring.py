@@ -570,42 +570,31 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
     assert used == [takes for _, takes in TILE_TAKES]
 
 
+def _oc_lanes_everywhere(monkeypatch):
+    """_tiles for the tile kernel for few channels, which the half types then take on every
+    geometry too, however few products each dx value takes and whatever C with a stride."""
+    used = _tiles(monkeypatch, "_use_oc_lanes")
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
+    return used
+
+
 @needs_tiles
 @pytest.mark.parametrize("c, oc, w, n", [(1, 16, 9, 2), (3, 64, 23, 1), (4, 32, 7, 3),
-                                         (6, 48, 4, 2), (5, 16, 1, 1), (2, 32, 13, 2)])
+                                         (6, 48, 4, 2), (5, 16, 1, 1), (2, 32, 13, 2),
+                                         (1, 6, 9, 2), (3, 24, 23, 1), (6, 21, 7, 3),
+                                         (2, 1, 13, 2), (4, 40, 4, 2), (5, 17, 10, 1)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
                                                                      "bfloat16"])
 def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng, monkeypatch):
     """The tile kernel for few channels (C <= 6: tiles.h's tfc_oc_rows) on every stride,
     dilation, padding and filter size, rows of 1 to 23 pixels (a short last tile, a pixel's
-    taps outside dy, images narrower than the stride); float16 and bfloat16 widened as dy is
-    read and rounded once (here on every geometry, however few products each dx value takes
-    and whatever C with a stride)."""
-    used = _tiles(monkeypatch, "_use_oc_lanes")
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
-    got, ref, scale = _run(case, dtype, rng, n=n, h=13, w=w, c=c, oc=oc)
-    assert used == [not _direct(case)]
-    assert got.dtype == np.dtype(dtype)
-    assert_close(got, ref, scale, dtype, CONV_TOL)
-
-
-@needs_tiles
-@pytest.mark.parametrize("c, oc, w, n", [(1, 6, 9, 2), (3, 24, 23, 1), (6, 21, 7, 3),
-                                         (2, 1, 13, 2), (4, 40, 4, 2), (5, 17, 10, 1)])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
-                                                                     "bfloat16"])
-def test_tiles_of_output_channels_with_a_partial_vector_match_reference(case, c, oc, w, n, dtype,
-                                                                        rng, monkeypatch):
-    """OC not a multiple of 16 (LeNet's 1 -> 6, 3 -> 24, a single output channel; even and odd
-    counts in the last vector, which the 16-bit types read as pairs and one value): the tile
-    kernel for few channels with its last vector of output channels read by masked loads, on
-    every geometry, within tolerance of the reference."""
-    used = _tiles(monkeypatch, "_use_oc_lanes")
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
+    taps outside dy, images narrower than the stride), OC a multiple of 16 or not (LeNet's
+    1 -> 6, 3 -> 24, a single output channel: a last vector read by masked loads, which the
+    16-bit types read as pairs and, for an odd count, one value); float16 and bfloat16
+    widened as dy is read and rounded once."""
+    used = _oc_lanes_everywhere(monkeypatch)
     got, ref, scale = _run(case, dtype, rng, n=n, h=13, w=w, c=c, oc=oc)
     assert used == [not _direct(case)]
     assert got.dtype == np.dtype(dtype)
@@ -620,9 +609,7 @@ def test_tiles_of_output_channels_with_a_partial_vector_match_reference(case, c,
                          ids=["float32", "bfloat16", "float32_partial_vector",
                               "float16_partial_vector"])
 def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc, monkeypatch):
-    used = _tiles(monkeypatch, "_use_oc_lanes")
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
+    used = _oc_lanes_everywhere(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
     _on_1_2_3_threads(case, dtype, 4, n=3, h=22, w=17, c=3, oc=oc)
     assert used == [True] * 3
