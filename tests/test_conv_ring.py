@@ -632,18 +632,21 @@ def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(oc, ch, monkey
 def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monkeypatch):
     """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6, any OC, not
     a 1x1 stride-1 unpadded conv, and for the half types 96 products or more per dx value
-    (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72; OC 48: 108) and, with a
-    stride, C <= 3; each result within tolerance of the reference."""
+    (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72; OC 48: 108), 32 per input
+    channel with C = 1 or 2 (3x3 stride 1, OC 4: 36; stride 2, OC 16: 36), and, with a stride,
+    C <= 3; each result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     same = (3, 3, 1, 1, (1, 1, 1, 1))
     takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, F32, False),
              (same, 3, 10, F32, True), (same, 3, 24, BF, True), (same, 3, 10, np.float16, False),
              ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, F32, False),
              ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, F32, True),
-             # float16 and bfloat16 from OC_LANES_HALF_WORK = 96 products per dx value
+             # float16 and bfloat16 from OC_LANES_HALF_WORK = 96 products per dx value (32
+             # per input channel with C = 1, 2), with a stride for C <= 3 only
              (same, 3, 16, BF, True), ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 32, BF, False),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 48, np.float16, True),
-             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, BF, False),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, BF, False), (same, 1, 4, BF, True),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 2, 16, np.float16, False),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, F32, True)]
     for case, c, oc, dtype, _ in takes:
         got, ref, scale = _run(case, dtype, rng, n=2, h=6, w=9, c=c, oc=oc)

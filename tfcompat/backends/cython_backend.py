@@ -751,11 +751,13 @@ def _tile_channels(c):
 # (_use_oc_lanes; at most tiles.h's TFC_OC_MAX_C)
 OC_LANES_MAX_C = 6
 # The fewest products per dx value, fh * fw * OC / (sh * sw), for which a float16 or bfloat16
-# conv takes it, and the most input channels with which a strided one does: below, or with
-# more channels and a stride (whose phases with few taps leave each dx value few products for
-# its lane sum and rounding), widening dy and rounding each dx value on its own cost more than
-# the other strategies save (docs/performance.md)
+# conv takes it (OC_LANES_HALF_WORK, or OC_LANES_HALF_WORK_PER_C per input channel where that
+# is fewer), and the most input channels with which a strided one does: below, or with more
+# channels and a stride (whose phases with few taps leave each dx value few products for its
+# lane sum and rounding), widening dy and rounding each dx value on its own cost more than the
+# other strategies save (docs/performance.md)
 OC_LANES_HALF_WORK = 96
+OC_LANES_HALF_WORK_PER_C = 32
 OC_LANES_HALF_STRIDED_MAX_C = 3
 
 
@@ -764,15 +766,19 @@ def _use_oc_lanes(p, direct):
     bfloat16 (dy widened as it is read, each dx value rounded once): as _use_tiles, where
     C <= OC_LANES_MAX_C, whatever OC (a last partial vector of output channels is read by
     masked loads); for the half types, where each dx value takes OC_LANES_HALF_WORK products
-    or more and, with a stride, C <= OC_LANES_HALF_STRIDED_MAX_C. Its tiles put dy's output
+    or more (OC_LANES_HALF_WORK_PER_C per channel for C = 1 and 2) and, with a stride,
+    C <= OC_LANES_HALF_STRIDED_MAX_C. Its tiles put dy's output
     channels in the vector lanes, 16 at a time, where the channel tiles would leave most lanes
     empty (3 of 16 for an RGB image), and sum each dx value's lanes at the end
     (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
-    return ((p.dtype == F32 or half) and p.C <= OC_LANES_MAX_C
-            and (not half or (p.fh * p.fw * p.OC >= OC_LANES_HALF_WORK * p.sh * p.sw
-                              and (p.sh * p.sw == 1 or p.C <= OC_LANES_HALF_STRIDED_MAX_C)))
-            and _tiles_allowed(direct))
+    if half:
+        least = min(OC_LANES_HALF_WORK, OC_LANES_HALF_WORK_PER_C * p.C)
+        strided = p.sh * p.sw > 1
+        if (p.fh * p.fw * p.OC < least * p.sh * p.sw
+                or (strided and p.C > OC_LANES_HALF_STRIDED_MAX_C)):
+            return False
+    return (p.dtype == F32 or half) and p.C <= OC_LANES_MAX_C and _tiles_allowed(direct)
 
 
 def _all_merged(p):
