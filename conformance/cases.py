@@ -154,10 +154,11 @@ def _conv_cases(full):
         for dt in (dtypes if full else (dtypes[n % 4],) + (() if n % 4 == 0 else ("f32",))):
             cases.append(Case("conv", dt, b=b, i=(h, w), c=3, oc=4, k=k, s=(s, s), d=(d, d), p=p,
                               l=lay))
-        if full:  # for the tile kernels, where they run: one block of 16 channels, a
+        if full:  # for the tile kernels, where they run: one block of 16 channels (or, every
+            # other time, 8 channels, few enough at stride 1 for dy's channels in the lanes), a
             # block of 64 and one of 16 with 130 input channels, a block of 48 whose last 8
             # channels are zeros, or few channels with dy's 16 in the lanes
-            c, oc = ((16, 4), (80, 130), (40, 9), (3, 16))[n % 4]
+            c, oc = ((16, 4) if (n // 4) % 2 else (8, 12), (80, 130), (40, 9), (3, 16))[n % 4]
             # the few-channel tiles take float16 and bfloat16 too: every third of those;
             # any OC, here 20 (a whole vector of dy's channels and a partial one) or 16
             dt = ("f32", "f16", "bf16")[(n // 4) % 3] if c == 3 else "f32"

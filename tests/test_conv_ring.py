@@ -535,11 +535,11 @@ def test_tiles_with_a_filter_over_the_cache_budget(case, c, monkeypatch):
 @pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
                                   (7, 7, 2, 1, (3, 3, 3, 3))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-@pytest.mark.parametrize("c", [7, 12, 23])
+@pytest.mark.parametrize("c", [11, 12, 23])
 def test_tiles_one_image_of_few_channels(case, c, monkeypatch):
-    """One image whose C is not a multiple of 16 (7: one vector of channels, 9 of its lanes
-    zeros; C <= 6 takes the tiles for few channels), without oneDNN: the tile kernel, within
-    tolerance of the reference, the same bits on 1, 2 and 3 threads."""
+    """One image whose C is not a multiple of 16 (11: one vector of channels, 5 of its lanes
+    zeros; fewer channels take the tiles for few channels), without oneDNN: the tile kernel,
+    within tolerance of the reference, the same bits on 1, 2 and 3 threads."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
     _on_1_2_3_threads(case, np.float32, 6, h=19, w=17, c=c, oc=10)
@@ -548,8 +548,8 @@ def test_tiles_one_image_of_few_channels(case, c, monkeypatch):
 
 # (images, C): whether a float32 conv takes the tile kernel (_use_tiles): multiples of 16;
 # with two or more images, C whose tiles' channel lanes are at least two thirds channels
-# (12 of 16, 22 of 32, 33 of 48), not 8 of 16 nor 20 of 32; one image, any C (C <= 6 in float32
-# takes the tiles for few channels first: _use_oc_lanes)
+# (12 of 16, 22 of 32, 33 of 48), not 8 of 16 nor 20 of 32; one image, any C (with the tiles
+# for few channels, which take C <= 10 at stride 1 first, held to C <= 6 here)
 TILE_TAKES = [((2, 16), True), ((2, 8), False), ((2, 12), True), ((2, 20), False),
               ((2, 22), True), ((2, 33), True), ((2, 57), True), ((1, 7), True), ((1, 20), True)]
 
@@ -563,6 +563,7 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
     run oneDNN's gather or the col2im); each result within tolerance of the reference."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "ONEDNN", onednn)
+    monkeypatch.setattr(cython_backend, "OC_LANES_STRIDE1_MAX_C", 6)
     for (n, c), _ in TILE_TAKES:
         got, ref, scale = _run((3, 3, 1, 1, (1, 1, 1, 1)), np.float32, rng, n=n, h=6, w=9,
                                c=c, oc=4)
@@ -571,11 +572,12 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
 
 
 def _oc_lanes_everywhere(monkeypatch):
-    """_tiles for the tile kernel for few channels, which the half types then take on every
-    geometry too, however few products each dx value takes and whatever C with a stride."""
+    """_tiles for the tile kernel for few channels, which every dtype then takes on every
+    geometry up to its 10 channels, however few products each dx value takes."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     monkeypatch.setattr(cython_backend, "OC_LANES_HALF_WORK", 0)
-    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 6)
+    monkeypatch.setattr(cython_backend, "OC_LANES_HALF_STRIDED_MAX_C", 10)
+    monkeypatch.setattr(cython_backend, "OC_LANES_MAX_C", 10)
     return used
 
 
@@ -583,12 +585,13 @@ def _oc_lanes_everywhere(monkeypatch):
 @pytest.mark.parametrize("c, oc, w, n", [(1, 16, 9, 2), (3, 64, 23, 1), (4, 32, 7, 3),
                                          (6, 48, 4, 2), (5, 16, 1, 1), (2, 32, 13, 2),
                                          (1, 6, 9, 2), (3, 24, 23, 1), (6, 21, 7, 3),
-                                         (2, 1, 13, 2), (4, 40, 4, 2), (5, 17, 10, 1)])
+                                         (2, 1, 13, 2), (4, 40, 4, 2), (5, 17, 10, 1),
+                                         (7, 16, 9, 2), (8, 24, 13, 1), (10, 33, 5, 2)])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF], ids=["float32", "float16",
                                                                      "bfloat16"])
 def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng, monkeypatch):
-    """The tile kernel for few channels (C <= 6: tiles.h's tfc_oc_rows) on every stride,
+    """The tile kernel for few channels (C <= 10: tiles.h's tfc_oc_rows) on every stride,
     dilation, padding and filter size, rows of 1 to 23 pixels (a short last tile, a pixel's
     taps outside dy, images narrower than the stride), OC a multiple of 16 or not (LeNet's
     1 -> 6, 3 -> 24, a single output channel: a last vector read by masked loads, which the
@@ -630,14 +633,14 @@ def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(oc, ch, monkey
 
 @needs_tiles
 def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monkeypatch):
-    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6, any OC, not
-    a 1x1 stride-1 unpadded conv, and for the half types 96 products or more per dx value
-    (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72; OC 48: 108), 32 per input
-    channel with C = 1 or 2 (3x3 stride 1, OC 4: 36; stride 2, OC 16: 36), and, with a stride,
-    C <= 3; each result within tolerance of the reference."""
+    """Which convs take the tile kernel for few channels: C <= OC_LANES_MAX_C = 6 (float32 at
+    stride 1: 10), any OC, not a 1x1 stride-1 unpadded conv, and for the half types 96
+    products or more per dx value (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72;
+    OC 48: 108), 32 per input channel with C = 1 or 2 (3x3 stride 1, OC 4: 36; stride 2, OC
+    16: 36), and, with a stride, C <= 3; each result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     same = (3, 3, 1, 1, (1, 1, 1, 1))
-    takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, F32, False),
+    takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, BF, False),
              (same, 3, 10, F32, True), (same, 3, 24, BF, True), (same, 3, 10, np.float16, False),
              ((1, 1, 1, 1, (0, 0, 0, 0)), 3, 16, F32, False),
              ((1, 1, 2, 1, (0, 0, 0, 0)), 3, 16, F32, True),
@@ -647,6 +650,9 @@ def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monke
              ((3, 3, 2, 1, (1, 1, 1, 1)), 3, 48, np.float16, True),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, BF, False), (same, 1, 4, BF, True),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 2, 16, np.float16, False),
+             # 7-10 channels: float32 at stride 1 only
+             (same, 8, 16, F32, True), (same, 10, 40, F32, True), (same, 11, 16, F32, False),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 8, 16, F32, False), (same, 8, 16, BF, False),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, F32, True)]
     for case, c, oc, dtype, _ in takes:
         got, ref, scale = _run(case, dtype, rng, n=2, h=6, w=9, c=c, oc=oc)

@@ -748,8 +748,11 @@ def _tile_channels(c):
 
 
 # The most input channels C for which a conv takes the tile kernel for few channels
-# (_use_oc_lanes; at most tiles.h's TFC_OC_MAX_C)
+# (_use_oc_lanes), and for which a float32 conv at stride 1 does (at most tiles.h's
+# TFC_OC_MAX_C): with 7-10 channels its tiles hold 2 or 3 pixels, enough where every dx value
+# takes all the filter's taps, too few at a stride (docs/performance.md)
 OC_LANES_MAX_C = 6
+OC_LANES_STRIDE1_MAX_C = 10
 # The fewest products per dx value, fh * fw * OC / (sh * sw), for which a float16 or bfloat16
 # conv takes it (OC_LANES_HALF_WORK, or OC_LANES_HALF_WORK_PER_C per input channel where that
 # is fewer), and the most input channels with which a strided one does: below, or with more
@@ -764,21 +767,22 @@ OC_LANES_HALF_STRIDED_MAX_C = 3
 def _use_oc_lanes(p, direct):
     """The tile kernel for few channels (tiles.h's tfc_oc_rows), for float32, float16 and
     bfloat16 (dy widened as it is read, each dx value rounded once): as _use_tiles, where
-    C <= OC_LANES_MAX_C, whatever OC (a last partial vector of output channels is read by
-    masked loads); for the half types, where each dx value takes OC_LANES_HALF_WORK products
-    or more (OC_LANES_HALF_WORK_PER_C per channel for C = 1 and 2) and, with a stride,
-    C <= OC_LANES_HALF_STRIDED_MAX_C. Its tiles put dy's output
-    channels in the vector lanes, 16 at a time, where the channel tiles would leave most lanes
-    empty (3 of 16 for an RGB image), and sum each dx value's lanes at the end
-    (docs/performance.md)."""
+    C <= OC_LANES_MAX_C (float32 at stride 1: OC_LANES_STRIDE1_MAX_C), whatever OC (a last
+    partial vector of output channels is read by masked loads); for the half types, where
+    each dx value takes OC_LANES_HALF_WORK products or more (OC_LANES_HALF_WORK_PER_C per
+    channel for C = 1 and 2) and, with a stride, C <= OC_LANES_HALF_STRIDED_MAX_C. Its tiles
+    put dy's output channels in the vector lanes, 16 at a time, where the channel tiles would
+    leave most lanes empty (3 of 16 for an RGB image), and sum each dx value's lanes at the
+    end (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
+    strided = p.sh * p.sw > 1
     if half:
         least = min(OC_LANES_HALF_WORK, OC_LANES_HALF_WORK_PER_C * p.C)
-        strided = p.sh * p.sw > 1
         if (p.fh * p.fw * p.OC < least * p.sh * p.sw
                 or (strided and p.C > OC_LANES_HALF_STRIDED_MAX_C)):
             return False
-    return (p.dtype == F32 or half) and p.C <= OC_LANES_MAX_C and _tiles_allowed(direct)
+    most = OC_LANES_STRIDE1_MAX_C if p.dtype == F32 and not strided else OC_LANES_MAX_C
+    return (p.dtype == F32 or half) and p.C <= most and _tiles_allowed(direct)
 
 
 def _all_merged(p):

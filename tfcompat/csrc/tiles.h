@@ -269,7 +269,7 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    (_mm512_reduce_add_ps). dy may end in a partial vector of K % 16 output channels (storage
    3-5, below), read by masked loads: its lanes from K % 16 on are zeros, as are the filter's,
    so they add exact zeros, and nothing past a pixel's K values is read. */
-#define TFC_OC_MAX_C 6
+#define TFC_OC_MAX_C 10
 /* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
    registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
    last vector and kept the accumulators in memory */
@@ -397,10 +397,12 @@ typedef void (*tfc_oc_fn)(const void *const *, const int32_t *, const float *con
     }
 #define TFC_OC_FNS(s) \
     TFC_OC_FN(1, 8, s) TFC_OC_FN(2, 8, s) TFC_OC_FN(3, 8, s) TFC_OC_FN(4, 6, s) \
-    TFC_OC_FN(5, 4, s) TFC_OC_FN(6, 4, s)
+    TFC_OC_FN(5, 4, s) TFC_OC_FN(6, 4, s) TFC_OC_FN(7, 3, s) TFC_OC_FN(8, 2, s) \
+    TFC_OC_FN(9, 2, s) TFC_OC_FN(10, 2, s)
 TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3) TFC_OC_FNS(4) TFC_OC_FNS(5)
 #define TFC_OC_ROW(s) {NULL, tfc_oc_row_1_##s, tfc_oc_row_2_##s, tfc_oc_row_3_##s, \
-                       tfc_oc_row_4_##s, tfc_oc_row_5_##s, tfc_oc_row_6_##s}
+                       tfc_oc_row_4_##s, tfc_oc_row_5_##s, tfc_oc_row_6_##s, tfc_oc_row_7_##s, \
+                       tfc_oc_row_8_##s, tfc_oc_row_9_##s, tfc_oc_row_10_##s}
 static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
     TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3), TFC_OC_ROW(4), TFC_OC_ROW(5)};
 
