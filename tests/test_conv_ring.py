@@ -289,12 +289,115 @@ def _on_1_2_3_threads(case, dtype, seed, n=1, **sizes):
 def test_one_image_1x1_splits_into_bands_at_the_default_sizes(dtype, path, monkeypatch):
     """One image of a 1x1 conv (its one GEMM would fit one band at the default band sizes) is
     cut into short bands for the threads to share, through oneDNN and, for the half types,
-    through our BLAS: within tolerance of the reference, the same bits on any thread count."""
+    through our BLAS: within tolerance of the reference, the same bits on any thread count.
+    (With oneDNN, float32 and a half type multiplied in its own type are one multithreaded
+    matmul by default, tested below; TFCOMPAT_CONV_STRATEGY=gather keeps float32 on the
+    bands.)"""
     if path == "off":
         monkeypatch.setattr(cython_backend, "ONEDNN", "off")
     else:
         _onednn(monkeypatch, path)
+        monkeypatch.setattr(cython_backend, "CONV_STRATEGY", "gather")
     _on_1_2_3_threads((1, 1, 1, 1, (0, 0, 0, 0)), dtype, 4, h=45, w=8, c=6, oc=9)
+
+
+def _spy_direct(monkeypatch):
+    """The answers of _use_direct, one per call: which calls were one oneDNN matmul."""
+    used, real = [], cython_backend._use_direct
+
+    def spy(*args):
+        used.append(real(*args))
+        return used[-1]
+
+    monkeypatch.setattr(cython_backend, "_use_direct", spy)
+    return used
+
+
+@needs_onednn
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("n, hw, c, oc, budget", [(1, 9, 6, 9, None), (3, 5, 13, 21, 0),
+                                                  (2, 3, 512, 512, None)],
+                         ids=["one-image", "small-budget", "1MiB-filter"])
+def test_float32_1x1_as_one_onednn_matmul(fmt, n, hw, c, oc, budget, monkeypatch):
+    """With oneDNN, a float32 1x1, stride-1 conv of one image, or whose filter takes
+    DIRECT_FILTER_BYTES (1 MiB: 512 x 512 float32 values) or more, is one multithreaded
+    oneDNN matmul that reads the filter as its transposed operand (a C != OC filter read the
+    wrong way round would not even give dx's shape): within tolerance of the float64
+    reference, the same bits on 1, 2 and 3 threads."""
+    _onednn(monkeypatch, "auto")
+    if budget is not None:
+        monkeypatch.setattr(cython_backend, "DIRECT_FILTER_BYTES", budget)
+    used = _spy_direct(monkeypatch)
+    rng = np.random.default_rng(11)
+    filt = rng.standard_normal((1, 1, c, oc)).astype(F32)
+    nhwc = rng.standard_normal((n, hw, hw, oc)).astype(F32)
+    dy = nhwc if fmt == "NHWC" else np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
+    sizes = [n, hw, hw, c] if fmt == "NHWC" else [n, c, hw, hw]
+    kw = dict(strides=[1, 1, 1, 1], padding="VALID", data_format=fmt)
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            outs.append(T.conv2d_backprop_input(sizes, filt, dy, **kw))
+    finally:
+        T.set_num_threads(old)
+    assert used == [True] * 3
+    for o in outs[1:]:
+        assert np.array_equal(o, outs[0])
+    f64 = np.float64
+    ref = T.conv2d_backprop_input(sizes, filt.astype(f64), dy.astype(f64), backend="numpy", **kw)
+    scale = T.conv2d_backprop_input(sizes, np.abs(filt.astype(f64)), np.abs(dy.astype(f64)),
+                                    backend="numpy", **kw)
+    assert outs[0].shape == ref.shape
+    assert_close(outs[0], ref, scale, F32, CONV_TOL)
+
+
+@needs_onednn
+def test_float32_1x1_with_a_small_filter_keeps_the_gather(monkeypatch):
+    """Two or more images of a float32 1x1 conv whose filter takes less than
+    DIRECT_FILTER_BYTES (C4's 256 x 512: 512 KiB) keep the gather's single-threaded GEMMs
+    (as fast or faster there, docs/performance.md); one byte less of budget, or one image,
+    and they are one matmul."""
+    _onednn(monkeypatch, "auto")
+    used = _spy_direct(monkeypatch)
+    f = np.ones((1, 1, 256, 512), F32)
+    T.conv2d_backprop_input([2, 2, 2, 256], f, np.ones((2, 2, 2, 512), F32), strides=[1] * 4,
+                            padding="VALID")
+    monkeypatch.setattr(cython_backend, "DIRECT_FILTER_BYTES", 256 * 512 * 4)
+    got = T.conv2d_backprop_input([2, 2, 2, 256], f, np.ones((2, 2, 2, 512), F32),
+                                  strides=[1] * 4, padding="VALID")
+    monkeypatch.setattr(cython_backend, "DIRECT_FILTER_BYTES", 1 << 20)
+    T.conv2d_backprop_input([1, 2, 2, 256], f, np.ones((1, 2, 2, 512), F32), strides=[1] * 4,
+                            padding="VALID")
+    assert used == [False, True, True]
+    assert np.array_equal(got, np.full((2, 2, 2, 256), 512, F32))
+
+
+@needs_onednn
+@pytest.mark.parametrize("dtype", [BF, np.float16])
+def test_half_1x1_leaves_the_matmul_where_onednn_would_split_its_sums(dtype, monkeypatch):
+    """oneDNN 3.2 splits a bfloat16 or float16 matmul's sums among threads on AMX from 16
+    threads on where K (OC) > 1024: such a 1x1 conv takes the gather, whose results do not
+    depend on the thread count; with 15 threads, without AMX or with OC = 1024 it is one
+    matmul. (The CPU's AMX is reported, not used: the results are checked elsewhere.)"""
+    from tfcompat import _dnnl
+    _onednn(monkeypatch, "native")
+    isa = [(True, True, True)]
+    monkeypatch.setattr(_dnnl, "cpu_isa", lambda: isa[0])
+    used = _spy_direct(monkeypatch)
+    old = T.get_num_threads()
+    try:
+        for threads, amx, oc in [(16, True, 1025), (15, True, 1025), (16, False, 1025),
+                                 (16, True, 1024)]:
+            isa[0] = (True, True, amx)
+            T.set_num_threads(threads)
+            T.conv2d_backprop_input([1, 1, 2, 3], np.ones((1, 1, 3, oc), dtype),
+                                    np.ones((1, 1, 2, oc), dtype), strides=[1] * 4,
+                                    padding="VALID")
+    finally:
+        T.set_num_threads(old)
+    assert used == [False, True, True, True]
 
 
 @needs_onednn

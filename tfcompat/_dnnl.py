@@ -232,22 +232,24 @@ def ptr(arr):
 
 
 class Matmul:
-    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major (out's rows ``ldc`` apart):
-    a and b of ``in_dtype`` (F32, BF16, F16), float32 accumulation, ``out_dtype`` out (rounded
-    once), or out += a @ b (``accumulate``: oneDNN's sum post-op), created to run with
-    ``threads`` threads.
+    """oneDNN's matmul out[m, n] = a[m, k] @ b[k, n], all row-major (out's rows ``ldc`` apart;
+    with ``b_transposed``, b is read from its transpose [n, k], row-major): a and b of
+    ``in_dtype`` (F32, BF16, F16), float32 accumulation, ``out_dtype`` out (rounded once), or
+    out += a @ b (``accumulate``: oneDNN's sum post-op), created to run with ``threads``
+    threads.
     With ``user_scratchpad`` the caller passes the scratchpad (ARG_SCRATCHPAD), so that one
     primitive can run in several threads at once. ``mds``: the (a, b, out) memory descriptors;
     ``scratchpad_md`` and ``scratchpad_bytes``; ``impl``: the implementation oneDNN chose.
     Its oneDNN objects are freed with it."""
 
     def __init__(self, m, k, n, in_dtype, out_dtype, threads, user_scratchpad, ldc,
-                 accumulate=False):
+                 accumulate=False, b_transposed=False):
         L = library()
         self.owner = own = Owner()
         self.mds = tuple(own.own("dnnl_memory_desc_destroy", L.md(shape, dtype, strides))
                          for shape, dtype, strides in (((m, k), in_dtype, (k, 1)),
-                                                       ((k, n), in_dtype, (n, 1)),
+                                                       ((k, n), in_dtype,
+                                                        (1, k) if b_transposed else (n, 1)),
                                                        ((m, n), out_dtype, (ldc, 1))))
         attr = ctypes.c_void_p()
         L.ok(L.lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "primitive_attr_create")
@@ -282,10 +284,10 @@ class Matmul:
 
 @functools.lru_cache(maxsize=64)
 def matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad=False, ldc=None,
-           accumulate=False):
+           accumulate=False, b_transposed=False):
     """The :class:`Matmul` for these arguments, made once."""
     return Matmul(m, k, n, in_dtype, out_dtype, threads, user_scratchpad,
-                  n if ldc is None else ldc, accumulate)
+                  n if ldc is None else ldc, accumulate, b_transposed)
 
 
 # dnnl_get_effective_cpu_isa()'s values (dnnl_types.h, dnnl_cpu_isa_t) are bit sets, each ISA

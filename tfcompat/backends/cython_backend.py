@@ -597,17 +597,44 @@ def _dnnl_type(dtype):
     return {F32: _dnnl.F32, ck.BFLOAT16: _dnnl.BF16, F16: _dnnl.F16}[np.dtype(dtype)]
 
 
-def _half_direct(dy, w2, m, k, n, nthreads):
-    """A 1x1, stride-1, unpadded bfloat16 or float16 conv: dx [m, n] = dy [m, k] @ w2 [k, n] by
-    one oneDNN matmul in dy's type (float32 accumulation, rounded once) on ``nthreads``
-    threads, where our float32 GEMM would widen both (docs/performance.md)."""
+# A 1x1, stride-1, unpadded float32 conv is one multithreaded oneDNN matmul (_use_direct) where
+# its filter takes at least this many bytes: the gather's single-threaded GEMMs, one per band,
+# each read all of it, and beyond half the L2 it comes from further out for every band
+# (docs/performance.md)
+DIRECT_FILTER_BYTES = 1 << 20
+
+
+def _use_direct(p, direct, gemm, nthreads):
+    """Whether a 1x1, stride-1, unpadded conv (``direct``) is one oneDNN matmul over all its
+    pixels on ``nthreads`` threads (:func:`_direct`): a float16 or bfloat16 conv oneDNN
+    multiplies in its own type (our float32 GEMMs would widen both), and a float32 one of one
+    image (the gather would cut it into short bands) or whose filter takes DIRECT_FILTER_BYTES
+    or more. oneDNN 3.2's matmul reduces each output's sum in one thread, in the same order
+    whatever the thread count, but for bfloat16 and float16 on AMX from 16 threads on with
+    more than 1024 output channels (brgemm_matmul_utils.cpp, compute_blocking_heuristic_amx:
+    nthr_k up to nthr / 8 and K / 1024), where it splits them among threads: those take the
+    gather, whose results never depend on the thread count."""
+    if not direct or gemm is None or gemm != p.dtype:
+        return False
+    if p.dtype == F32:
+        return CONV_STRATEGY == "auto" and (
+            p.N == 1 or p.C * p.OC * p.dtype.itemsize >= DIRECT_FILTER_BYTES)
+    from .. import _dnnl
+    return not (_dnnl.cpu_isa()[2] and nthreads >= 16 and p.OC > 1024)
+
+
+def _direct(dy, filt, m, k, n, nthreads):
+    """A 1x1, stride-1, unpadded conv: dx [m, n] = dy [m, k] @ filt [n, k]^T by one oneDNN
+    matmul in dy's type (float32 accumulation; a half type's dx rounded once) on ``nthreads``
+    threads (docs/performance.md). The matmul reads the filter [C, OC] as its transposed
+    b: a transposed copy of a large filter took longer than the matmul."""
     from .. import _dnnl as D
     L = D.library()
     t = _dnnl_type(dy.dtype)
-    mm = D.matmul(m, k, n, t, t, nthreads)
+    mm = D.matmul(m, k, n, t, t, nthreads, b_transposed=True)
     dx = _memory.empty((m, n), dy.dtype)
     with L.lock:
-        mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mm.mds, (dy, w2, dx))]
+        mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mm.mds, (dy, filt, dx))]
         try:
             L.execute(mm.primitive, list(zip((D.ARG_SRC, D.ARG_WEIGHTS, D.ARG_DST), mems)))
         finally:
@@ -822,10 +849,9 @@ def _run_conv(problem):
             p.N, p.OH, p.OW, p.OC)
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
     gemm = _gemm_type(p.dtype)
-    if direct and half is not None and gemm == p.dtype:
-        # the filter [1, 1, C, OC] is the matmul's b [k = OC, n = C]: its transpose
-        dx = _half_direct(dy, np.ascontiguousarray(np.asarray(p.filter).reshape(p.C, p.OC).T),
-                          p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
+    if _use_direct(p, direct, gemm, nthreads):
+        dx = _direct(dy, np.ascontiguousarray(p.filter).reshape(p.C, p.OC),
+                     p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else _channels_first(dx, nthreads)
     h_tab = _shared_tables(_kernels.conv_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _shared_tables(_kernels.conv_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
