@@ -67,7 +67,30 @@ CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
     ((2, 9, 8, 12), (1, 1, 12, 7), 1, "VALID"),     # the 1x1 direct GEMM
     ((1, 11, 13, 4), (2, 2, 4, 3), 2, "VALID"),     # one image: the multi-threaded path
     ((4, 10, 10, 3), (5, 5, 3, 8), 1, "SAME"),
+    ((2, 9, 11, 16), (3, 3, 16, 5), 2, "SAME"),     # the channel tiles, where AVX512F
+    ((1, 7, 6, 20), (5, 3, 20, 9), 1, "SAME"),      # one image, C padded to 32
+    ((3, 6, 7, 48), (3, 3, 48, 70), 1, "VALID"),
 ]
+
+
+def _strategy(monkeypatch):
+    """The tile kernels each call took: (for few channels, channel tiles), one per call."""
+    lanes, tiles = [], []
+    real_lanes, real_tiles = cython_backend._use_oc_lanes, cython_backend._use_tiles
+
+    def spy_lanes(*a):
+        lanes.append(real_lanes(*a))
+        if lanes[-1]:
+            tiles.append(False)     # _use_tiles is not asked
+        return lanes[-1]
+
+    def spy_tiles(*a):
+        tiles.append(real_tiles(*a))
+        return tiles[-1]
+
+    monkeypatch.setattr(cython_backend, "_use_oc_lanes", spy_lanes)
+    monkeypatch.setattr(cython_backend, "_use_tiles", spy_tiles)
+    return lanes, tiles
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x{}_w{}_s{}_{}".format(*c))
@@ -76,8 +99,8 @@ CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
 def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
     """Half types are widened exactly, computed as float32 and rounded once: bit for bit our
     float32 result on the widened inputs, rounded by NumPy / ml_dtypes, by the same strategy:
-    the tile kernel for few channels where the half type took it (each dx value's products in
-    the same order), else without the tile kernels, which take float32 alone there."""
+    a tile kernel where the half type took it (each dx value's products in the same order),
+    else without the tile kernels, which take float32 alone there."""
     xs, ws, s, pad = case
     n, h, w, _ = xs
     oh = -(-h // s) if pad == "SAME" else (h - ws[0]) // s + 1
@@ -90,15 +113,17 @@ def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
         sizes = [n, xs[3], h, w]
     strides = [1, s, s, 1] if fmt == "NHWC" else [1, 1, s, s]
     kw = dict(strides=strides, padding=pad, data_format=fmt)
-    took, real = [], cython_backend._use_oc_lanes
-    monkeypatch.setattr(cython_backend, "_use_oc_lanes",
-                        lambda *a: took.append(real(*a)) or took[-1])
+    lanes, tiles = _strategy(monkeypatch)
     got = T.conv2d_backprop_input(sizes, filt, dy, **kw)
-    half_took = bool(took and took[0])     # a half-type 1x1 asks nothing: one GEMM
-    if not half_took:
+    # a 1x1 asks nothing: one GEMM
+    half_took = (bool(lanes and lanes[0]), bool(tiles and tiles[0]))
+    if any(half_took):
+        # float32 by the same tile kernel (its own rule may pick the other one)
+        monkeypatch.setattr(cython_backend, "_use_oc_lanes", lambda *a: half_took[0])
+        monkeypatch.setattr(cython_backend, "_use_tiles", lambda *a: half_took[1])
+    else:
         monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
     ref32 = T.conv2d_backprop_input(sizes, filt.astype(np.float32), dy.astype(np.float32), **kw)
-    assert took[-1] == half_took
     assert got.dtype == np.dtype(dtype) and got.shape == ref32.shape
     assert np.array_equal(got.view(np.uint16), ref32.astype(dtype).view(np.uint16))
 
@@ -141,3 +166,66 @@ def test_conv_half_keeps_no_float32_copy_of_dx(rng):
     tracemalloc.stop()
     dx32 = out.size * 4
     assert peak - out.nbytes < dx32 / 2, (peak - out.nbytes, dx32)
+
+
+def _tiles_missing():
+    if not (cython_backend._kernels.conv_tiles_built() and cython_backend._cpu_has("AVX512F")):
+        return "the tile kernel needs AVX512F and a build with it"
+    return None
+
+
+needs_tiles = pytest.mark.skipif(_tiles_missing() is not None, reason=str(_tiles_missing()))
+
+
+@needs_tiles
+@pytest.mark.parametrize("module", BUILDS[:1], ids=["baseline"])
+@pytest.mark.parametrize("dtype,bf", HALVES, ids=["float16", "bfloat16"])
+def test_channel_tiles_round_hard_values_like_the_scalar_rounding(module, dtype, bf, rng,
+                                                                 monkeypatch):
+    """The channel tile kernel rounds its float32 sums to a half type in AVX-512 registers:
+    bit for bit what the scalar rounding (tested against NumPy and ml_dtypes above) gives for
+    the float32 result of the same kernel, on sums that overflow, underflow to subnormals and
+    zero, fall halfway between two values, and are infinite or NaN (from NaN, from 0 x inf,
+    and from a NaN with a payload)."""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    lanes, tiles = _strategy(monkeypatch)
+    scale = 2.0 ** rng.integers(-30, 30, (2, 6, 5, 2)) if bf else 2.0 ** rng.integers(-14, 9, (2, 6, 5, 2))
+    dy = (rng.integers(-64, 65, (2, 6, 5, 2)) / 16 * scale).astype(dtype)
+    dy[0, 0, 0, 0], dy[0, 1, 1, 1], dy[1, 2, 3, 0] = np.inf, np.nan, -np.inf
+    # a NaN with a payload, which the products carry and the rounding drops
+    dy.view(np.uint16)[1, 4, 2, 1] = 0xffc3 if bf else 0xfe05
+    filt = (rng.integers(-64, 65, (3, 3, 16, 2)) / 32).astype(dtype)
+    filt[1, 1, 3, 0] = 0    # 0 x inf at some dx values: NaN
+    kw = dict(strides=[1, 2, 2, 1], padding="SAME")
+    got = T.conv2d_backprop_input([2, 12, 10, 16], filt, dy, **kw)
+    ref32 = T.conv2d_backprop_input([2, 12, 10, 16], filt.astype(np.float32),
+                                    dy.astype(np.float32), **kw)
+    assert tiles == [True, True]
+    want = np.empty(ref32.size, np.uint16)
+    module.from_float32(np.ascontiguousarray(ref32).reshape(-1), want, bf, 1)
+    flat = ref32.reshape(-1)
+    assert np.isnan(flat).any() and np.isinf(flat).any()
+    assert np.array_equal(got.view(np.uint16).reshape(-1), want)
+
+
+@needs_tiles
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_channel_tiles_widen_dy_afresh_for_each_call(dtype, monkeypatch):
+    """A half type on the channel tiles widens dy to float32 a window of rows at a time, kept
+    by each worker from band to band: here 16 of an image's 40 dy rows (64 x 512 values a
+    row), so the window moves within the image. Two calls of the same shapes with different dy,
+    each on 1, 2 and 3 threads: each is its own float32 result rounded once, whatever ran
+    before it."""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    lanes, tiles = _strategy(monkeypatch)
+    filt = np.random.default_rng(1).standard_normal((3, 3, 16, 512)).astype(dtype)
+    kw = dict(strides=[1, 1, 1, 1], padding="SAME")
+    for seed in (2, 3):
+        dy = np.random.default_rng(seed).standard_normal((1, 40, 64, 512)).astype(dtype)
+        ref = T.conv2d_backprop_input([1, 40, 64, 16], filt.astype(np.float32),
+                                      dy.astype(np.float32), **kw).astype(dtype)
+        for threads in (1, 2, 3):
+            with _num_threads(threads):
+                got = T.conv2d_backprop_input([1, 40, 64, 16], filt, dy, **kw)
+            assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
+    assert all(tiles)

@@ -744,17 +744,20 @@ def _use_gather(p):
 
 
 def _use_tiles(p, gemm, direct):
-    """float32 on the tile kernel (conv.pxi's _tile_phase_band, tiles.h): where it is compiled
-    in, the CPU has AVX512F and the conv is not a 1x1, stride-1, unpadded one (``direct``: one
-    GEMM per image, as fast or faster). It reads dy in place, sums each tile in registers and
-    stores it at its dx position: no gathered copy and no output to place. A tile is 16 to 64
-    channels wide, so where C is not a multiple of 16 the last vector of channels is partly
-    zeros: with two or more images, where at least two thirds of the channel lanes of the
-    tiles hold channels (C = 11-16, 22 and up, not 17-21 nor 10 or fewer), it still beats
-    the col2im; one image takes it whatever C (faster than oneDNN's gather and ours there). With
+    """float32, float16 and bfloat16 on the tile kernel (conv.pxi's _tile_phase_band,
+    tiles.h): where it is compiled in, the CPU has AVX512F and the conv is not a 1x1, stride-1,
+    unpadded one (``direct``: one GEMM per image, as fast or faster). It reads dy in place (a
+    half type's widened to float32 a window of rows at a time), sums each tile in registers
+    and stores it at its dx position (a half type's rounded once): no gathered copy and no
+    output to place (the half types too ran faster on it than on oneDNN's gather, in their
+    own type or widened, and ours: docs/performance.md). A tile is 16 to 64 channels wide, so
+    where C is not a multiple of 16 the last vector of channels is partly zeros: with two or
+    more images, where at least two thirds of the channel lanes of the tiles hold channels
+    (C = 11-16, 22 and up, not 17-21 nor 10 or fewer), it still beats the col2im; one image
+    takes it whatever C (faster than oneDNN's gather and ours there). With
     oneDNN's matmuls (``gemm``), a conv whose row phases all merge (C5's 2x2 stride 2) keeps
     them: one GEMM per dy row that writes a dx row was faster there (docs/performance.md)."""
-    if not (p.dtype == F32 and _tiles_allowed(direct)):
+    if not ((p.dtype == F32 or _half_kind(p.dtype) is not None) and _tiles_allowed(direct)):
         return False
     if p.N >= 2 and 3 * p.C < 2 * _tile_channels(p.C):
         return False

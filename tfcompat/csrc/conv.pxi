@@ -64,8 +64,8 @@ cdef extern from "tiles.h":
                                    const int32_t* cols, const float* const* b, Py_ssize_t taps,
                                    Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
                                    Py_ssize_t C, const float* zero, const float** a, float* buf,
-                                   float* out, Py_ssize_t width, Py_ssize_t ps,
-                                   Py_ssize_t rs) noexcept nogil
+                                   void* out, Py_ssize_t width, Py_ssize_t ps,
+                                   Py_ssize_t rs, int half) noexcept nogil
     enum: TFC_OC_MAX_C
     void oc_rows "tfc_oc_rows"(const void* const* rows, const int32_t* cols,
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
@@ -266,6 +266,7 @@ cdef struct ConvArgs:
     Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
     Py_ssize_t tile_k       # oc_lanes: OC rounded up to 16, each tap's [C, tile_k]; else OC
+    Py_ssize_t tile_window  # a half type's widened dy rows per worker (_tile_window); else 0
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -718,18 +719,65 @@ def conv_tile_rows_run(Py_ssize_t width):
     return bool(_tile_rows_run(width))
 
 
-cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n, Py_ssize_t p,
+# A half type on the channel tile kernel widens dy to float32 rows a window at a time, per
+# worker, kept across the bands and phases that read it: up to this many values, and never
+# fewer rows than a band reads (docs/performance.md)
+cdef extern from *:
+    """
+    #define TFC_TILE_WIDE_VALUES (1 << 19)
+    """
+    enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
+
+
+cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:
+    """The dy rows of a half type's widened window (see TILE_WIDE_VALUES): as many as fit, at
+    least every band's rows and the span of its taps' rows, at most OH; 0 for float32 and the
+    tile kernel for few channels (which reads 16-bit dy values itself)."""
+    cdef Py_ssize_t p, ta, lo, hi, most
+    cdef const int32_t* info
+    if c.storage == STORE_NATIVE or c.oc_lanes or not c.tiles:
+        return 0
+    most = TILE_WIDE_VALUES // max(1, c.OW * c.OC)
+    for p in range(c.phases):
+        info = c.ph_info + p * PH_WIDTH
+        if info[4] == 0:
+            continue
+        lo = hi = c.ph_offy[p * c.fh]
+        for ta in range(1, info[4]):
+            lo = min(lo, <Py_ssize_t>c.ph_offy[p * c.fh + ta])
+            hi = max(hi, <Py_ssize_t>c.ph_offy[p * c.fh + ta])
+        most = max(most, info[6] + hi - lo)
+    return max(1, min(most, c.OH))
+
+
+cdef inline Py_ssize_t _tile_widened(const ConvArgs* c) noexcept nogil:
+    """The floats after _tile_scratch's for a half type's widened window: 16 to reach a
+    64-byte boundary, 16 for its header (the image and dy rows it holds), its rows."""
+    return 32 + c.tile_window * c.OW * c.OC if c.tile_window else 0
+
+
+cdef inline Py_ssize_t* _tile_window_header(float* work, const ConvArgs* c) noexcept nogil:
+    """A worker's widened window's header [image, first row, end row], 64-byte aligned after
+    _tile_scratch's floats; its rows follow 16 floats on."""
+    return <Py_ssize_t*>((<intptr_t>(work + _tile_scratch(c.fh * c.fw, c.OC, c.W)) + 63)
+                         & ~(<intptr_t>63))
+
+
+cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t p,
                            Py_ssize_t j0, Py_ssize_t cb, Py_ssize_t ce,
                            const ConvArgs* c) noexcept nogil:
-    """The band of phase p from phase row j0 of image n, float32, by the tile kernel
-    (tiles.h): dx at (py + sh j, px + sw i), channels cb <= c < ce, sums, over the phase's
-    taps (ta, tb), dy[j + offy[ta], i + offx[tb]] times the tap's [OC, C] matrix
-    (tfc_tile_rows's order of sums), stored straight into dx. A row whose tiles would average
-    more than 4 pixels goes alone and takes only the taps whose dy row is inside dy; narrower
-    rows go in runs (see TILE_RUN_PIXELS) that take every tap, reading zeros outside dy (but
-    for a tile's first and last pixel: tiles.h). With oc_lanes (few channels), every row goes
-    alone to tfc_oc_rows, in its order of sums.
-    work: _tile_scratch's floats, laid out as it says."""
+    """The band of phase p from phase row j0 of image n by the tile kernel (tiles.h): dx at
+    (py + sh j, px + sw i), channels cb <= c < ce, sums, over the phase's taps (ta, tb),
+    dy[j + offy[ta], i + offx[tb]] times the tap's [OC, C] matrix (tfc_tile_rows's order of
+    sums), stored straight into dx (a half type's rounded once from its float32 sum; its dy
+    rows the band reads widened to float32 first, into the scratch after _tile_scratch's). A
+    row whose tiles would average more than 4 pixels goes alone and takes only the taps whose
+    dy row is inside dy; narrower rows go in runs (see TILE_RUN_PIXELS) that take every tap,
+    reading zeros outside dy (but for a tile's first and last pixel: tiles.h). With oc_lanes
+    (few channels), every row goes alone to tfc_oc_rows, in its order of sums, which reads
+    16-bit dy values itself.
+    work: _tile_scratch's floats, laid out as it says, then _tile_widened's (its header
+    reset by _conv_run for each call)."""
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef const int32_t* offy = c.ph_offy + p * c.fh
     cdef const int32_t* offx = c.ph_offx + p * c.fw
@@ -744,10 +792,36 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
     cdef const float* taps_b = <const float*>c.ph_b + info[7]
     cdef Py_ssize_t width = info[3], ps = c.sw * c.C, rs = c.sh * c.W * c.C
     cdef Py_ssize_t size = 4 if c.storage == STORE_NATIVE else 2
+    cdef Py_ssize_t pix = c.OW * c.OC, lo = 0, hi
+    cdef int half = 0 if c.oc_lanes else c.storage
+    # dy row oy is at rbase + (oy - lo) * pix values of rsize bytes: image n's own rows, or
+    # the widened ones from row lo
+    cdef const char* rbase = <const char*>dy + n * c.OH * pix * size
+    cdef Py_ssize_t rsize = size
+    cdef float* wide
+    cdef Py_ssize_t* header
     if width == 0:      # an image narrower than the stride: this phase has no dx columns
         return
     memset(zero, 0, c.OC * sizeof(float))
     rows_left = min(<Py_ssize_t>info[6], info[2] - j0)
+    if half and info[4] > 0:
+        # the dy rows [lo, hi) this band reads, widened unless the worker's window holds them
+        lo = hi = offy[0]
+        for ta in range(1, info[4]):
+            lo = min(lo, <Py_ssize_t>offy[ta])
+            hi = max(hi, <Py_ssize_t>offy[ta])
+        lo = max(0, j0 + lo)
+        hi = min(c.OH, j0 + rows_left + hi)
+        header = _tile_window_header(work, c)
+        wide = <float*>(header) + 16
+        if not (header[0] == n and header[1] <= lo and hi <= header[2]):
+            header[0], header[1] = n, lo
+            header[2] = min(c.OH, lo + c.tile_window)
+            to_f32(<const uint16_t*>rbase + lo * pix, wide, (header[2] - lo) * pix,
+                   c.storage == STORE_BFLOAT16)
+        lo = header[1]
+        rbase = <const char*>wide
+        rsize = 4
     j = j0
     if not c.oc_lanes and _tile_rows_run(width):
         taps = info[4] * info[5]
@@ -762,10 +836,11 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
                     oy = j + r + offy[ta]
                     for tb in range(info[5]):
                         rows[r * taps + ta * info[5] + tb] = (
-                            dy + (n * c.OH + oy) * c.OW * c.OC if 0 <= oy < c.OH else NULL)
+                            <const float*>(rbase + (oy - lo) * pix * rsize)
+                            if 0 <= oy < c.OH else NULL)
             tile_rows(rows, run, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
-                      dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C, width, ps,
-                      rs)
+                      <char*>dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C * size,
+                      width, ps, rs, half)
             j += run
             rows_left -= run
         return
@@ -778,8 +853,7 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
             if 0 <= oy < c.OH:
                 for tb in range(info[5]):
                     # dy's values are float32, or 16-bit (few channels: oc_lanes)
-                    rows[taps] = <const float*>(<const char*>dy
-                                                + (n * c.OH + oy) * c.OW * c.OC * size)
+                    rows[taps] = <const float*>(rbase + (oy - lo) * pix * rsize)
                     cols[taps] = offx[tb]
                     b[taps] = taps_b + (ta * info[5] + tb) * c.tile_k * c.tile_c
                     taps += 1
@@ -787,8 +861,8 @@ cdef void _tile_phase_band(const float* dy, float* work, float* dx, Py_ssize_t n
             oc_rows(<const void* const*>rows, cols, b, taps, c.OW, c.OC, c.C,
                     <char*>dx + out * size, width, ps, c.storage)
         else:
-            tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf, dx + out,
-                      width, ps, rs)
+            tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
+                      <char*>dx + out * size, width, ps, rs, half)
 
 
 cdef Py_ssize_t _tile_taps(const ConvArgs* c) noexcept nogil:
@@ -830,8 +904,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
         if k < nb:
             if c.tiles:
                 if real_acc is float:
-                    _tile_phase_band(<const float*>dy, work, <float*>dx, u // c.units, p,
-                                     k * info[6], cb, ce, c)
+                    _tile_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
             elif not c.dnnl:
                 _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], c)
             elif real_acc is float:
@@ -855,6 +928,10 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
         # group of tile_cols columns (the tile kernel; else one pass); every unit is computed
         # the same way whichever thread runs it
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
+            if real_acc is float:
+                if c.tile_window:
+                    # this call's dy is not yet in the worker's widened window
+                    _tile_window_header(work + t * c.work_per_thread, c)[0] = -1
             cb = 0
             while cb < c.tile_c:
                 ce = min(cb + c.tile_cols, c.tile_c)
@@ -930,6 +1007,7 @@ cdef class ConvPlan:
         c.tiles = c.oc_lanes = False
         c.tile_cols = c.tile_c = c.C
         c.tile_k = c.OC
+        c.tile_window = 0
         self.dnnl = dnnl
         if c.gather:
             # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
@@ -955,10 +1033,12 @@ cdef class ConvPlan:
                     c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
                         c.fh * c.fw * c.OC * TFC_TILE_C * 4))
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
-                          and (storage == STORE_NATIVE or oc_lanes)
                           and c.work_per_thread % 2 == 0
                           and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
                           and taps.size >= _tile_taps(c))
+                # a half type's widened dy rows (_tile_phase_band), after the scratch
+                c.tile_window = _tile_window(c)
+                c.work_per_thread += _tile_widened(c) + _tile_widened(c) % 2
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)

@@ -92,17 +92,41 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
     }
 }
 
+/* y's 16 lanes rounded to float16 (half 1) or bfloat16 (half 2), the lanes in ``keep``
+   stored at out: the same bits as half.h's tfc_f2h and tfc_f2bf (round to nearest even; a NaN
+   becomes 0x7e00 or 0x7fc0 with its sign), in AVX512F instructions. */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_half(
+        uint16_t *out, __m512 y, __mmask16 keep, int half) {
+    __m512i u = _mm512_castps_si512(y);
+    __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000));
+    __mmask16 nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
+    __m512i r;
+    if (half == 2) {
+        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                                               odd), 16);
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(sign, _mm512_set1_epi32(0x7fc0)));
+    } else {
+        r = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT |
+                                                     _MM_FROUND_NO_EXC));
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(sign, _mm512_set1_epi32(0x7e00)));
+    }
+    _mm512_mask_cvtepi32_storeu_epi16(out, keep, r);
+}
+
 /* out[r][16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
    segments g < segs and k < K[g] of a[g * TFC_TILE_M2 + r][k] * b[g][k * ldb + 16 v ...], for
    r < M, v < NV (constants after inlining); of the last vector, only the lanes in ``tail``
-   are stored (a C that is not a multiple of 16). Segment g leaves out its first row where
+   are stored (a C that is not a multiple of 16); with ``half``, out[r] points to float16 (1)
+   or bfloat16 (2) values, each sum rounded once (tfc_store_half). Segment g leaves out its
+   first row where
    bit 0 of edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy,
    which would add zero products (and NaN for an infinite filter value, where the col2im adds
    nothing). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
         int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
-        __mmask16 tail, const int M, const int NV) {
+        __mmask16 tail, int half, const int M, const int NV) {
     __m512 acc[24];     /* M * NV <= 24 */
     for (int r = 0; r < M; r++)
         for (int v = 0; v < NV; v++) acc[r * NV + v] = _mm512_setzero_ps();
@@ -119,7 +143,10 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         for (int v = 0; v < NV; v++) {
             __m512 y = acc[r * NV + v];
             if (init) y = _mm512_add_ps(_mm512_loadu_ps(init + r * ips + 16 * v), y);
-            if (v == NV - 1)
+            if (half)
+                tfc_store_half((uint16_t *)out[r] + 16 * v, y,
+                               v == NV - 1 ? tail : (__mmask16)0xffff, half);
+            else if (v == NV - 1)
                 _mm512_mask_storeu_ps(out[r] + 16 * v, tail, y);
             else
                 _mm512_storeu_ps(out[r] + 16 * v, y);
@@ -133,13 +160,13 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
    TFC_TILE_M2 pixels by one. */
 typedef void (*tfc_tile_fn)(const float *const *, const float *const *, const Py_ssize_t *,
                             const int *, int, Py_ssize_t, const float *, Py_ssize_t,
-                            float *const *, __mmask16);
+                            float *const *, __mmask16, int);
 #define TFC_TILE_FN(m, nv) \
     static __attribute__((target("avx512f"), noinline)) void tfc_tile_##m##_##nv( \
             const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge, \
             int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out, \
-            __mmask16 tail) { \
-        tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, (m), (nv)); \
+            __mmask16 tail, int half) { \
+        tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, half, (m), (nv)); \
     }
 #define TFC_TILE_FNS(m) TFC_TILE_FN(m, 1) TFC_TILE_FN(m, 2) TFC_TILE_FN(m, 3) TFC_TILE_FN(m, 4)
 TFC_TILE_FNS(1) TFC_TILE_FNS(2) TFC_TILE_FNS(3) TFC_TILE_FNS(4) TFC_TILE_FNS(5) TFC_TILE_FNS(6)
@@ -160,19 +187,23 @@ static const tfc_tile_fn tfc_tile_fns[TFC_TILE_M2 + 1][5] = {
    channels, in chunks of at most TFC_TILE_KC) are grouped into steps of at most TFC_TILE_KC
    channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
    so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M2
-   pointers; ``buf``, nrows * width * TFC_TILE_C floats. */
+   pointers; ``buf``, nrows * width * TFC_TILE_C floats. ``half``: out holds float32 (0) or
+   float16 (1) or bfloat16 (2) values (positions and strides in values), the last step's sums
+   each rounded once. */
 static inline __attribute__((always_inline)) void tfc_tile_rows_body(
         const float *const *rows, Py_ssize_t nrows, const int32_t *cols, const float *const *b,
         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
-        Py_ssize_t C, const float *zero, const float **a, float *buf, float *out,
-        Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs, const int one_row) {
+        Py_ssize_t C, const float *zero, const float **a, float *buf, void *out_,
+        Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs, const int one_row, int half) {
     Py_ssize_t pixels = nrows * width;
     Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
-    if (total == 0) {   /* no tap reaches these rows */
+    float *out = (float *)out_;
+    uint16_t *out16 = (uint16_t *)out_;
+    if (total == 0) {   /* no tap reaches these rows: zeros, whose bits are zero in each type */
         for (Py_ssize_t jj = 0; jj < nrows; jj++)
             for (Py_ssize_t i = 0; i < width; i++)
-                memset(out + jj * rs + i * ps + cb, 0,
-                       ((ce < C ? ce : C) - cb) * sizeof(float));
+                memset((char *)out_ + (jj * rs + i * ps + cb) * (half ? 2 : 4), 0,
+                       ((ce < C ? ce : C) - cb) * (half ? 2 : 4));
         return;
     }
     for (Py_ssize_t c0 = cb; c0 < ce; c0 += TFC_TILE_C) {
@@ -210,7 +241,9 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                 for (Py_ssize_t r = 0, jj = jj0, i = i0; r < m; r++) {
                     pj[r] = jj * taps; pi[r] = i;
                     /* the first step starts the running total, the last one stores it in dx */
-                    dst[r] = last ? out + jj * rs + i * ps + c0 : buf + (p0 + r) * bw;
+                    dst[r] = !last ? buf + (p0 + r) * bw
+                             : half ? (float *)(out16 + jj * rs + i * ps + c0)
+                             : out + jj * rs + i * ps + c0;
                     if (++i == width) { i = 0; jj++; }
                 }
                 for (int j = 0; j < segs; j++) {
@@ -234,7 +267,8 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                     edge[j] = (aj[0] == z) | ((aj[m - 1] == z) << 1);
                 }
                 tfc_tile_fns[m][bw / 16](a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw,
-                                         bw, dst, last ? tail : (__mmask16)0xffff);
+                                         bw, dst, last ? tail : (__mmask16)0xffff,
+                                         last ? half : 0);
                 p0 += m;
                 for (i0 += m; i0 >= width; i0 -= width) jj0++;
             }
@@ -246,16 +280,16 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
                           const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
                           Py_ssize_t cb, Py_ssize_t ce, Py_ssize_t C, const float *zero,
-                          const float **a, float *buf, float *out, Py_ssize_t width,
-                          Py_ssize_t ps, Py_ssize_t rs) {
+                          const float **a, float *buf, void *out, Py_ssize_t width,
+                          Py_ssize_t ps, Py_ssize_t rs, int half) {
     /* one row in a version of its own: its tiles' pixels are side by side, fewer steps to
        each pointer */
     if (nrows == 1)
         tfc_tile_rows_body(rows, 1, cols, b, taps, OW, K, cb, ce, C, zero, a, buf, out, width,
-                           ps, rs, 1);
+                           ps, rs, 1, half);
     else
         tfc_tile_rows_body(rows, nrows, cols, b, taps, OW, K, cb, ce, C, zero, a, buf, out,
-                           width, ps, rs, 0);
+                           width, ps, rs, 0, half);
 }
 
 /* The tile kernel for few input channels (C <= TFC_OC_MAX_C): a tile of 16 channels would be
@@ -425,10 +459,11 @@ static void tfc_transpose16(const float *src, Py_ssize_t lss, float *dst, Py_ssi
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
                           const float *const *b, Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K,
                           Py_ssize_t cb, Py_ssize_t ce, Py_ssize_t C, const float *zero,
-                          const float **a, float *buf, float *out, Py_ssize_t width,
-                          Py_ssize_t ps, Py_ssize_t rs) {
+                          const float **a, float *buf, void *out, Py_ssize_t width,
+                          Py_ssize_t ps, Py_ssize_t rs, int half) {
     (void)rows; (void)nrows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)cb;
     (void)ce; (void)C; (void)zero; (void)a; (void)buf; (void)out; (void)width; (void)ps; (void)rs;
+    (void)half;
 }
 
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
