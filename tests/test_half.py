@@ -100,7 +100,7 @@ def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
     """Half types are widened exactly, computed as float32 and rounded once: bit for bit our
     float32 result on the widened inputs, rounded by NumPy / ml_dtypes, by the same strategy:
     a tile kernel where the half type took it (each dx value's products in the same order),
-    else without the tile kernels, which take float32 alone there."""
+    else without the tile kernels (float32's own rule may take one there)."""
     xs, ws, s, pad = case
     n, h, w, _ = xs
     oh = -(-h // s) if pad == "SAME" else (h - ws[0]) // s + 1

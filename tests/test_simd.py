@@ -52,6 +52,10 @@ def _cases(rng):
             yield f"conv N={n} {np.dtype(half)}", lambda dyc=dyc, n=n, half=half: (
                 T.conv2d_backprop_input([n, 31, 31, 8], w.astype(half), dyc.astype(half),
                                         strides=[1, 2, 2, 1], padding="SAME"))
+            # and on the tile kernel: dy widened in each build, the sums rounded in AVX-512
+            yield f"conv N={n} C=16 {np.dtype(half)}", lambda dyc=dyc, n=n, half=half: (
+                T.conv2d_backprop_input([n, 31, 31, 16], w16.astype(half), dyc.astype(half),
+                                        strides=[1, 2, 2, 1], padding="SAME"))
 
 
 @needs_avx2

@@ -331,8 +331,8 @@ ONE_IMAGE_BAND_M = 128
 # float32/float64/float16 (and bfloat16 without oneDNN's matmul) with two or more images:
 # "auto" picks (_use_gather), "gather" forces the gather strategy, any other value the col2im
 CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
-# float32 on the tile kernel (conv.pxi's _tile_phase_band): "auto" where it runs (_use_tiles),
-# "off" never
+# the tile kernels (conv.pxi's _tile_phase_band): "auto" where they run (_use_tiles,
+# _use_oc_lanes), "off" never
 CONV_TILES = os.environ.get("TFCOMPAT_CONV_TILES", "auto")
 
 

@@ -260,7 +260,7 @@ cdef struct ConvArgs:
     # (py, px) takes one tap, read at its own dy position, and the sw phases fill dx's rows
     # whole, so one GEMM per dy row (its taps side by side, [OC, sw * C]) writes a dx row
     const int32_t* ph_merged
-    # float32 on the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
+    # the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
     bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, tile_k]
     Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C

@@ -1,5 +1,6 @@
-/* The conv's tile kernel (conv.pxi's _tile_phase_band): float32 dx pixels of one stride phase
- * summed over the phase's taps straight from dy, in AVX-512 registers.
+/* The conv's tile kernel (conv.pxi's _tile_phase_band): dx pixels of one stride phase summed
+ * over the phase's taps straight from float32 dy (a half type's widened by the caller), in
+ * AVX-512 registers, and stored as float32 or rounded once to float16 or bfloat16.
  *
  * A tile is up to TFC_TILE_M = 6 pixels of one phase row (or of a run of narrow rows, below)
  * by up to TFC_TILE_C = 64 channels: 6 x 4 zmm accumulators, which leave registers for the
