@@ -120,10 +120,9 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_h
    r < M, v < NV (constants after inlining); of the last vector, only the lanes in ``tail``
    are stored (a C that is not a multiple of 16); with ``half``, out[r] points to float16 (1)
    or bfloat16 (2) values, each sum rounded once (tfc_store_half). Segment g leaves out its
-   first row where
-   bit 0 of edge[g] is set and its last where bit 1 is: pixels whose tap reads outside dy,
-   which would add zero products (and NaN for an infinite filter value, where the col2im adds
-   nothing). */
+   first row where bit 0 of edge[g] is set and its last where bit 1 is: pixels whose tap reads
+   outside dy, which would add zero products (and NaN for an infinite filter value, where the
+   col2im adds nothing). */
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge,
         int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out,
