@@ -155,9 +155,10 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
 
 /* tfc_tile for each tile shape, a function of its own, so that the compiler lays out and
    allocates registers for each loop apart from the others' (as cases of one switch, adding
-   the 7- and 8-pixel shapes slowed the 2-vector ones: docs/performance.md), called through
-   tfc_tile_fns[m][nv]: m <= TFC_TILE_M pixels by nv = 1..4 vectors of 16 channels, or up to
-   TFC_TILE_M2 pixels by one. */
+   the 7- and 8-pixel shapes slowed the 2-vector ones: docs/performance.md), with float32's
+   stores and the half types' rounding in two copies of its loop, so that float32's has no
+   branch; called through tfc_tile_fns[m][nv]: m <= TFC_TILE_M pixels by nv = 1..4 vectors of
+   16 channels, or up to TFC_TILE_M2 pixels by one. */
 typedef void (*tfc_tile_fn)(const float *const *, const float *const *, const Py_ssize_t *,
                             const int *, int, Py_ssize_t, const float *, Py_ssize_t,
                             float *const *, __mmask16, int);
@@ -166,7 +167,8 @@ typedef void (*tfc_tile_fn)(const float *const *, const float *const *, const Py
             const float *const *a, const float *const *b, const Py_ssize_t *K, const int *edge, \
             int segs, Py_ssize_t ldb, const float *init, Py_ssize_t ips, float *const *out, \
             __mmask16 tail, int half) { \
-        tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, half, (m), (nv)); \
+        if (half) tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, half, (m), (nv)); \
+        else tfc_tile(a, b, K, edge, segs, ldb, init, ips, out, tail, 0, (m), (nv)); \
     }
 #define TFC_TILE_FNS(m) TFC_TILE_FN(m, 1) TFC_TILE_FN(m, 2) TFC_TILE_FN(m, 3) TFC_TILE_FN(m, 4)
 TFC_TILE_FNS(1) TFC_TILE_FNS(2) TFC_TILE_FNS(3) TFC_TILE_FNS(4) TFC_TILE_FNS(5) TFC_TILE_FNS(6)
