@@ -229,3 +229,30 @@ def test_channel_tiles_widen_dy_afresh_for_each_call(dtype, monkeypatch):
                 got = T.conv2d_backprop_input([1, 40, 64, 16], filt, dy, **kw)
             assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
     assert all(tiles)
+
+
+@needs_tiles
+def test_channel_tiles_widen_at_most_a_window_per_worker(monkeypatch):
+    """A large image's bands are cut so that each worker's widened window stays at
+    CONV_TILE_WIDE_VALUES float32 values (2 MiB): one 256 x 512 image of 64 channels (its
+    rows alone would take 34 rows, 4.3 MiB, a worker), on 8 threads, allocates less than
+    8 x 2.5 MiB beyond dx; and the result is still the float32 one (bands of other heights)
+    rounded once."""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    lanes, tiles = _strategy(monkeypatch)
+    rng = np.random.default_rng(4)
+    dy = rng.standard_normal((1, 256, 512, 64)).astype(ml_dtypes.bfloat16)
+    filt = rng.standard_normal((3, 3, 16, 64)).astype(ml_dtypes.bfloat16)
+    kw = dict(strides=[1, 1, 1, 1], padding="SAME")
+    with _num_threads(8):
+        T.conv2d_backprop_input([1, 256, 512, 16], filt, dy, **kw)
+        T.release_memory()
+        tracemalloc.start()
+        got = T.conv2d_backprop_input([1, 256, 512, 16], filt, dy, **kw)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak - got.nbytes < 8 * 2.5 * 2 ** 20, peak - got.nbytes
+    ref = T.conv2d_backprop_input([1, 256, 512, 16], filt.astype(np.float32),
+                                  dy.astype(np.float32), **kw).astype(ml_dtypes.bfloat16)
+    assert all(tiles)
+    assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))

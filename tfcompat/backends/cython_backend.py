@@ -336,7 +336,7 @@ CONV_STRATEGY = os.environ.get("TFCOMPAT_CONV_STRATEGY", "auto")
 CONV_TILES = os.environ.get("TFCOMPAT_CONV_TILES", "auto")
 
 
-def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0):
+def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wide=0):
     """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
     (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
     filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
@@ -355,9 +355,9 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0):
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
     totals; 2: the tile kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each
     tap's filter as [C, OC], its own layout (OC rounded up to a multiple of 16, zeros from OC
-    on)."""
+    on). ``wide``: see :func:`_gather_geometry`."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
-        p, dnnl, ct.itemsize == 2, short_bands, tiles)
+        p, dnnl, ct.itemsize == 2, short_bands, tiles, wide)
     if tiles:
         a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
     if tiles == 2:
@@ -407,14 +407,14 @@ def _shared_tables(make, *args):
     return entry.value
 
 
-def _geometry(p, dnnl, bits, short_bands, tiles=False):
+def _geometry(p, dnnl, bits, short_bands, tiles=False, wide=0):
     """This conv's :func:`_gather_geometry`, from the plan cache."""
     # oneDNN's matmuls read dy's own values unless a half type is widened for float32 GEMMs
     reads_dy = dnnl and (bits or p.dtype == F32)
     return _shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh,
                           p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
                           DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, bits,
-                          short_bands, reads_dy, tiles)
+                          short_bands, reads_dy, tiles, wide)
 
 
 def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
@@ -439,7 +439,7 @@ def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
 
 
 def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit,
-                     dnnl, bits, short_bands, reads_dy, tiles=False):
+                     dnnl, bits, short_bands, reads_dy, tiles=False, wide=0):
     """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
     taps' indices into the filter's fh * fw, A values, output values, merged row phases).
     ``limit``: the values of a band's A; ``bits``: A holds 16-bit values (in float32
@@ -451,7 +451,10 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     ph_merged). ``tiles`` (the tile kernel, which gathers nothing): where it takes each row
     alone, bands of an eighth of the phase's rows (one row for 15 or fewer), so that even one
     image has enough bands for the threads to share out evenly, and few enough that each
-    band's set-up costs nothing to speak of; a run of narrow rows keeps its band."""
+    band's set-up costs nothing to speak of; a run of narrow rows keeps its band. ``wide``:
+    the values of a half type's widened window (conv.pxi's TILE_WIDE_VALUES), which holds a
+    band's dy rows, so that its bands read at most that many (a row alone at least), and a
+    worker's scratch stays that small, however large the image."""
     wq = -(-W // sw)
     if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
         C = _tile_channels(C)
@@ -479,6 +482,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
             if tiles and (tiles == 2 or not _kernels.conv_tile_rows_run(wp)):
                 band = max(1, hp // 8)
+                if wide:    # a half type's band and the span of its taps in its window
+                    band = min(band, max(1, wide // max(1, OW * OC) - span))
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
             spans.append(span)
@@ -873,7 +878,10 @@ def _run_conv(problem):
                                 H=k * p.H, OH=k * p.OH)
         dy = p.dy
     if tiles:
-        gather = gather_tables(p, ct, False, nthreads, one_1x1, tiles=2 if oc_lanes else 1)
+        # a half type on the channel tiles: dy widened a window of rows at a time
+        wide = _kernels.CONV_TILE_WIDE_VALUES if half is not None and not oc_lanes else 0
+        gather = gather_tables(p, ct, False, nthreads, one_1x1, tiles=2 if oc_lanes else 1,
+                               wide=wide)
     elif dnnl:
         gather = gather_tables(p, gemm, True, nthreads, one_1x1)
     elif (not direct or (one_1x1 and half is not None)) and _use_gather(p):

@@ -721,12 +721,15 @@ def conv_tile_rows_run(Py_ssize_t width):
 
 # A half type on the channel tile kernel widens dy to float32 rows a window at a time, per
 # worker, kept across the bands and phases that read it: up to this many values, and never
-# fewer rows than a band reads (docs/performance.md)
+# fewer rows than a band reads (the Python layer cuts bands to fit it, unless one row alone is
+# larger: docs/performance.md)
 cdef extern from *:
     """
     #define TFC_TILE_WIDE_VALUES (1 << 19)
     """
     enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
+
+CONV_TILE_WIDE_VALUES = TILE_WIDE_VALUES
 
 
 cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:
