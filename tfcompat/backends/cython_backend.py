@@ -482,8 +482,14 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
             if tiles and (tiles == 2 or not _kernels.conv_tile_rows_run(wp)):
                 band = max(1, hp // 8)
-                if wide:    # a half type's band and the span of its taps in its window
-                    band = min(band, max(1, wide // max(1, OW * OC) - span))
+                if wide:
+                    # two of a half type's bands and the span of their taps in its window,
+                    # so that it is widened once for two bands: a 16th, 32nd, ... of the
+                    # rows, which the threads share as evenly as an 8th
+                    fit, parts = max(1, (wide // max(1, OW * OC) - span) // 2), 8
+                    while band > fit:
+                        parts *= 2
+                        band = max(1, hp // parts)
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
             spans.append(span)
