@@ -10,7 +10,7 @@ import pytest
 import tfcompat as T
 from tfcompat.backends import cython_backend
 
-from helpers import CONV_TOL, assert_close
+from helpers import CONV_TOL, assert_close, spy
 
 CASES = [  # (fh, fw, stride, dilation, pads (top, bottom, left, right))
     (fh, fw, s, d, pads)
@@ -301,18 +301,6 @@ def test_one_image_1x1_splits_into_bands_at_the_default_sizes(dtype, path, monke
     _on_1_2_3_threads((1, 1, 1, 1, (0, 0, 0, 0)), dtype, 4, h=45, w=8, c=6, oc=9)
 
 
-def _spy_direct(monkeypatch):
-    """The answers of _use_direct, one per call: which calls were one oneDNN matmul."""
-    used, real = [], cython_backend._use_direct
-
-    def spy(*args):
-        used.append(real(*args))
-        return used[-1]
-
-    monkeypatch.setattr(cython_backend, "_use_direct", spy)
-    return used
-
-
 @needs_onednn
 @pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("n, hw, c, oc, budget", [(1, 9, 6, 9, None), (3, 5, 13, 21, 0),
@@ -327,7 +315,7 @@ def test_float32_1x1_as_one_onednn_matmul(fmt, n, hw, c, oc, budget, monkeypatch
     _onednn(monkeypatch, "auto")
     if budget is not None:
         monkeypatch.setattr(cython_backend, "DIRECT_FILTER_BYTES", budget)
-    used = _spy_direct(monkeypatch)
+    used = spy(monkeypatch, cython_backend, "_use_direct")
     rng = np.random.default_rng(11)
     filt = rng.standard_normal((1, 1, c, oc)).astype(F32)
     nhwc = rng.standard_normal((n, hw, hw, oc)).astype(F32)
@@ -360,7 +348,7 @@ def test_float32_1x1_with_a_small_filter_keeps_the_gather(monkeypatch):
     (as fast or faster there, docs/performance.md); one byte less of budget, or one image,
     and they are one matmul."""
     _onednn(monkeypatch, "auto")
-    used = _spy_direct(monkeypatch)
+    used = spy(monkeypatch, cython_backend, "_use_direct")
     f = np.ones((1, 1, 256, 512), F32)
     T.conv2d_backprop_input([2, 2, 2, 256], f, np.ones((2, 2, 2, 512), F32), strides=[1] * 4,
                             padding="VALID")
@@ -385,7 +373,7 @@ def test_half_1x1_leaves_the_matmul_where_onednn_would_split_its_sums(dtype, mon
     _onednn(monkeypatch, "native")
     isa = [(True, True, True)]
     monkeypatch.setattr(_dnnl, "cpu_isa", lambda: isa[0])
-    used = _spy_direct(monkeypatch)
+    used = spy(monkeypatch, cython_backend, "_use_direct")
     old = T.get_num_threads()
     try:
         for threads, amx, oc in [(16, True, 1025), (15, True, 1025), (16, False, 1025),
@@ -540,14 +528,7 @@ def _tiles(monkeypatch, choice="_use_tiles"):
     which calls took the tile kernel."""
     monkeypatch.setattr(cython_backend, "ONEDNN", "off")
     monkeypatch.setattr(cython_backend, "CONV_TILES", "auto")
-    used, real = [], getattr(cython_backend, choice)
-
-    def spy(*args):
-        used.append(real(*args))
-        return used[-1]
-
-    monkeypatch.setattr(cython_backend, choice, spy)
-    return used
+    return spy(monkeypatch, cython_backend, choice)
 
 
 def _direct(case):

@@ -11,6 +11,8 @@ from tfcompat import _kernels as baseline
 from tfcompat import _simd
 from tfcompat.backends import cython_backend
 
+from helpers import spy
+
 BUILDS = [baseline] + ([_simd._load_avx2()] if _simd._cpu_has_avx2() else [])
 HALVES = [(np.float16, False), (ml_dtypes.bfloat16, True)]
 
@@ -74,23 +76,9 @@ CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
 
 
 def _strategy(monkeypatch):
-    """The tile kernels each call took: (for few channels, channel tiles), one per call."""
-    lanes, tiles = [], []
-    real_lanes, real_tiles = cython_backend._use_oc_lanes, cython_backend._use_tiles
-
-    def spy_lanes(*a):
-        lanes.append(real_lanes(*a))
-        if lanes[-1]:
-            tiles.append(False)     # _use_tiles is not asked
-        return lanes[-1]
-
-    def spy_tiles(*a):
-        tiles.append(real_tiles(*a))
-        return tiles[-1]
-
-    monkeypatch.setattr(cython_backend, "_use_oc_lanes", spy_lanes)
-    monkeypatch.setattr(cython_backend, "_use_tiles", spy_tiles)
-    return lanes, tiles
+    """The answers of _use_oc_lanes and of _use_tiles (not asked where the first said yes)."""
+    return (spy(monkeypatch, cython_backend, "_use_oc_lanes"),
+            spy(monkeypatch, cython_backend, "_use_tiles"))
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x{}_w{}_s{}_{}".format(*c))
@@ -228,7 +216,7 @@ def test_channel_tiles_widen_dy_afresh_for_each_call(dtype, monkeypatch):
             with _num_threads(threads):
                 got = T.conv2d_backprop_input([1, 40, 64, 16], filt, dy, **kw)
             assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
-    assert all(tiles)
+    assert tiles and all(tiles)
 
 
 @needs_tiles
@@ -254,5 +242,5 @@ def test_channel_tiles_widen_at_most_a_window_per_worker(monkeypatch):
     assert peak - got.nbytes < 8 * 2.5 * 2 ** 20, peak - got.nbytes
     ref = T.conv2d_backprop_input([1, 256, 512, 16], filt.astype(np.float32),
                                   dy.astype(np.float32), **kw).astype(ml_dtypes.bfloat16)
-    assert all(tiles)
+    assert tiles and all(tiles)
     assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
