@@ -732,11 +732,23 @@ cdef extern from *:
 CONV_TILE_WIDE_VALUES = TILE_WIDE_VALUES
 
 
+cdef inline Py_ssize_t _tap_rows(const int32_t* offy, Py_ssize_t taps,
+                                 Py_ssize_t* hi) noexcept nogil:
+    """The least of a phase's taps' dy row offsets offy[0:taps] (taps >= 1); the greatest in
+    hi."""
+    cdef Py_ssize_t ta, lo = offy[0]
+    hi[0] = offy[0]
+    for ta in range(1, taps):
+        lo = min(lo, <Py_ssize_t>offy[ta])
+        hi[0] = max(hi[0], <Py_ssize_t>offy[ta])
+    return lo
+
+
 cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:
     """The dy rows of a half type's widened window (see TILE_WIDE_VALUES): as many as fit, at
     least every band's rows and the span of its taps' rows, at most OH; 0 for float32 and the
     tile kernel for few channels (which reads 16-bit dy values itself)."""
-    cdef Py_ssize_t p, ta, lo, hi, most
+    cdef Py_ssize_t p, lo, hi, most
     cdef const int32_t* info
     if c.storage == STORE_NATIVE or c.oc_lanes or not c.tiles:
         return 0
@@ -745,10 +757,7 @@ cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:
         info = c.ph_info + p * PH_WIDTH
         if info[4] == 0:
             continue
-        lo = hi = c.ph_offy[p * c.fh]
-        for ta in range(1, info[4]):
-            lo = min(lo, <Py_ssize_t>c.ph_offy[p * c.fh + ta])
-            hi = max(hi, <Py_ssize_t>c.ph_offy[p * c.fh + ta])
+        lo = _tap_rows(c.ph_offy + p * c.fh, info[4], &hi)
         most = max(most, info[6] + hi - lo)
     return max(1, min(most, c.OH))
 
@@ -809,10 +818,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
     rows_left = min(<Py_ssize_t>info[6], info[2] - j0)
     if half and info[4] > 0:
         # the dy rows [lo, hi) this band reads, widened unless the worker's window holds them
-        lo = hi = offy[0]
-        for ta in range(1, info[4]):
-            lo = min(lo, <Py_ssize_t>offy[ta])
-            hi = max(hi, <Py_ssize_t>offy[ta])
+        lo = _tap_rows(offy, info[4], &hi)
         lo = max(0, j0 + lo)
         hi = min(c.OH, j0 + rows_left + hi)
         header = _tile_window_header(work, c)
