@@ -925,7 +925,8 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
 
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
-    cdef Py_ssize_t t, n, last, iy, cb, ce, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
+    cdef Py_ssize_t t, n, last, iy, cb, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
+    cdef Py_ssize_t groups = (c.tile_c + c.tile_cols - 1) // c.tile_cols
     cdef bint half = c.storage != STORE_NATIVE
     cdef bint bf = c.storage == STORE_BFLOAT16
     cdef const real_acc* dyf
@@ -933,23 +934,23 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
     cdef real_acc* mine
     if c.gather:
         # thread t: the t-th of num_threads consecutive runs of units (a unit: one band of one
-        # image; consecutive bands of an image stay in one thread where they can), once per
-        # group of tile_cols columns (the tile kernel; else one pass); every unit is computed
-        # the same way whichever thread runs it
+        # image, for one group of tile_cols columns with the tile kernel, else all of them),
+        # group by group: consecutive bands of an image stay in one thread where they can,
+        # and a filter too large for L2 is split among the threads by its column groups
+        # rather than read whole by each; every unit is computed the same way whichever
+        # thread runs it
         for t in prange(num_threads, schedule='static', num_threads=num_threads):
             if real_acc is float:
                 if c.tile_window:
                     # this call's dy is not yet in the worker's widened window
                     _tile_window_header(work + t * c.work_per_thread, c)[0] = -1
-            cb = 0
-            while cb < c.tile_c:
-                ce = min(cb + c.tile_cols, c.tile_c)
-                n = c.N * c.units * t // num_threads
-                last = c.N * c.units * (t + 1) // num_threads
-                while n < last:
-                    _gather_unit(dy, work + t * c.work_per_thread, dx, n, t, cb, ce, c)
-                    n = n + 1
-                cb = ce
+            n = groups * c.N * c.units * t // num_threads
+            last = groups * c.N * c.units * (t + 1) // num_threads
+            while n < last:
+                cb = n // (c.N * c.units) * c.tile_cols
+                _gather_unit(dy, work + t * c.work_per_thread, dx, n % (c.N * c.units), t, cb,
+                             min(cb + c.tile_cols, c.tile_c), c)
+                n = n + 1
         return
     if c.per_image:
         # thread t: images t, t + num_threads, ...; every image is computed the same way
@@ -1095,9 +1096,12 @@ cdef class ConvPlan:
 
     def units(self):
         """How many units of work the threads can share: the bands of every image (the
-        gathers), the images (the per-image col2im), or 1."""
+        gathers; the tile kernel's, once per group of tile_cols columns), the images (the
+        per-image col2im), or 1."""
         c = &self.args
-        return c.N * c.units if c.gather else (c.N if c.per_image else 1)
+        if c.gather:
+            return c.N * c.units * ((c.tile_c + c.tile_cols - 1) // c.tile_cols)
+        return c.N if c.per_image else 1
 
     def workspace(self, int num_threads):
         """Values of the compute type that ``run`` needs as scratch with that many threads."""
