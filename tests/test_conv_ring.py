@@ -581,17 +581,19 @@ def test_tiles_one_image_shares_its_bands_between_threads(case, monkeypatch):
 
 
 @needs_tiles
-@pytest.mark.parametrize("c", [80, 41])
+@pytest.mark.parametrize("c, oc, ch", [(80, 3, 0), (41, 3, 0), (80, 512, 300), (150, 512, 511)],
+                         ids=["C80", "C41", "C80_OC512", "C150_OC512"])
 @pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
-def test_tiles_put_each_tap_at_its_dx_position(nchw, c, monkeypatch):
-    """3x3 filter, stride 2, VALID, C = 80 (blocks of 64 and 16 channels) or 41 (a block of
-    48, the last 7 of them zeros), two 9x9 images: a one-hot dy (_one_hot_dy) puts the
-    filter's taps of output channel 0 at their dx positions (small integers, exact in
-    float32), and nothing else anywhere."""
+def test_tiles_put_each_tap_at_its_dx_position(nchw, c, oc, ch, monkeypatch):
+    """3x3 filter, stride 2, VALID, C = 80 (blocks of 64 and 16 channels), 41 (a block of 48,
+    the last 7 of them zeros) or 150 (64, 64 and 22 in a block of 32), two 9x9 images: a
+    one-hot dy (_one_hot_dy) puts the filter's taps of output channel ch at their dx
+    positions (small integers, exact in float32), and nothing else anywhere. With OC = 512
+    the filter runs in groups of columns whose taps each worker copies from the filter
+    itself."""
     used = _tiles(monkeypatch)
-    oc = 3
     w = (np.arange(3 * 3 * c * oc).reshape(3, 3, c, oc) % 11 - 5).astype(np.float32)
-    got, want = _one_hot_dy(w, 2, 9, 9, nchw)
+    got, want = _one_hot_dy(w, 2, 9, 9, nchw, ch)
     assert used == [True]
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got.astype(np.float64), want)
@@ -612,6 +614,21 @@ def test_tiles_with_a_filter_over_the_cache_budget(case, c, monkeypatch):
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 30000)
     _on_1_2_3_threads(case, np.float32, 4, n=3, h=8, w=7, c=c, oc=512)
+    assert used == [True] * 3
+
+
+@needs_tiles
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF],
+                         ids=["float32", "float16", "bfloat16"])
+def test_tiles_one_image_with_a_filter_over_the_cache_budget(case, dtype, monkeypatch):
+    """One small image (one band a phase) with OC = 512 and C = 150: the filter's three
+    groups of columns are the units the threads share, each worker copying the taps of the
+    groups it runs. Within tolerance of the reference, the same bits on 1, 2 and 3 threads
+    (a half type widened and rounded once, as on any other tiles)."""
+    used = _tiles(monkeypatch)
+    _on_1_2_3_threads(case, dtype, 8, h=6, w=7, c=150, oc=512)
     assert used == [True] * 3
 
 

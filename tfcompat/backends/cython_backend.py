@@ -353,9 +353,13 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
 
     ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
-    totals; 2: the tile kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each
-    tap's filter as [C, OC], its own layout (OC rounded up to a multiple of 16, zeros from OC
-    on). ``wide``: see :func:`_gather_geometry`."""
+    totals; where the filter runs in more than one group of columns
+    (conv.pxi's conv_tile_groups), the filter itself in float32 instead of its taps (each
+    worker copies the taps of the groups it runs: conv.pxi's tile_raw); 2: the tile kernel for
+    few channels (tiles.h's tfc_oc_rows), rows taken alone, each tap's filter as [C, OC], its
+    own layout (OC rounded up to a multiple of 16, zeros from OC on). ``wide``: see
+    :func:`_gather_geometry`. Last in the tuple, the filter's taps' indices (of its
+    fh * fw) in the order of the taps."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
         p, dnnl, ct.itemsize == 2, short_bands, tiles, wide)
     if tiles:
@@ -365,12 +369,20 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
         taps = _aligned_empty((len(tap_rows), p.C, _tile_channels(p.OC)), ct)
         taps[:, :, p.OC:] = 0
         taps[:, :, :p.OC] = w[tap_rows]
-        return strides, info, offy, offx, taps.reshape(-1), a_values, out_values, merged
+        return (strides, info, offy, offx, taps.reshape(-1), a_values, out_values, merged,
+                tap_rows)
     filt = p.filter
     if tiles and p.C % 16:
         # the tile kernel reads whole vectors of 16 channels: zeros in the columns from C on
         filt = np.zeros(p.filter.shape[:2] + (_tile_channels(p.C), p.OC), p.filter.dtype)
         filt[:, :, :p.C] = p.filter
+    if tiles and _kernels.conv_tile_groups(p.fh * p.fw, p.C, p.OC) > 1:
+        # a filter run in groups of columns: each worker copies the taps of its own groups
+        # (conv.pxi's tile_raw), so it goes as it is, in float32
+        filt = np.ascontiguousarray(filt)
+        return (strides, info, offy, offx,
+                (filt if filt.dtype == ct else to_float32(filt, nthreads)).reshape(-1),
+                a_values, out_values, merged, tap_rows)
     taps = _filter_taps(filt, tap_rows, ct, nthreads,
                         _kernels.CONV_TILE_BLOCK if tiles else 0)
     if (merged >= 0).any():
@@ -382,7 +394,7 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
             blocks.append(np.stack(own, axis=1).reshape(-1))
         taps = np.concatenate(blocks, out=_aligned_empty(sum(b.size for b in blocks),
                                                          taps.dtype))
-    return strides, info, offy, offx, taps, a_values, out_values, merged
+    return strides, info, offy, offx, taps, a_values, out_values, merged, tap_rows
 
 
 class _SharedTables:

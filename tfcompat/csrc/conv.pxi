@@ -105,6 +105,21 @@ cdef extern from *:
 CONV_TILE_BLOCK = TFC_TILE_C
 
 
+cdef inline Py_ssize_t _tile_cols(Py_ssize_t taps, Py_ssize_t OC) noexcept nogil:
+    """The dx columns of one group of the channel tile kernel's passes: as many blocks of
+    TFC_TILE_C columns as have taps (taps * OC values a column) within TILE_FILTER_BYTES,
+    at least one."""
+    return TFC_TILE_C * max(1, TILE_FILTER_BYTES // (taps * OC * TFC_TILE_C * 4))
+
+
+def conv_tile_groups(Py_ssize_t taps, Py_ssize_t C, Py_ssize_t OC):
+    """The groups of columns the channel tile kernel runs a conv of C input channels, OC
+    output channels and ``taps`` filter taps in (_tile_cols); with more than one, ConvPlan
+    takes the filter itself, not its taps (ConvArgs.tile_raw)."""
+    cdef Py_ssize_t cols = _tile_cols(taps, OC)
+    return ((C + 15) // 16 * 16 + cols - 1) // cols
+
+
 cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) noexcept nogil:
     """The floats of _tile_phase_band's scratch for T = fh * fw taps: the dy row pointers of
     TILE_RUN_ROWS rows, a pointer to each tap's filter, a tile's pointers (2 floats each), an
@@ -267,6 +282,12 @@ cdef struct ConvArgs:
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
     Py_ssize_t tile_k       # oc_lanes: OC rounded up to 16, each tap's [C, tile_k]; else OC
     Py_ssize_t tile_window  # a half type's widened dy rows per worker (_tile_window); else 0
+    # more than one group of tile_cols columns: ph_b is the filter itself ([fh * fw, tile_c,
+    # OC], float32, zeros from C on), whose taps tile_rows[i] each worker transposes for one
+    # group at a time (_tile_group_taps); else ph_b holds every tap's matrix
+    bint tile_raw
+    const int32_t* tile_rows
+    Py_ssize_t tile_taps_n  # the taps of all phases: tile_rows' length
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
     # gathered dy keeps dy's 16-bit values, else it is float32; the filter's taps are values
     # of dn_b_size bytes. A band of phase p is one GEMM per tap row (inner dimension
@@ -775,6 +796,31 @@ cdef inline Py_ssize_t* _tile_window_header(float* work, const ConvArgs* c) noex
                          & ~(<intptr_t>63))
 
 
+cdef inline float* _tile_group(float* work, const ConvArgs* c) noexcept nogil:
+    """A worker's group of filter taps (tile_raw), 64-byte aligned after _tile_scratch's and
+    _tile_widened's floats: tile_taps_n taps, [tile_k, ce - cb] each, in blocks of TFC_TILE_C
+    columns as conv_filter_taps lays them out."""
+    return <float*>((<intptr_t>(work + _tile_scratch(c.fh * c.fw, c.OC, c.W) + _tile_widened(c))
+                     + 63) & ~(<intptr_t>63))
+
+
+cdef void _tile_group_taps(float* work, Py_ssize_t cb, Py_ssize_t ce,
+                           const ConvArgs* c) noexcept nogil:
+    """The worker's group of taps (_tile_group) for dx columns cb <= c < ce, transposed from
+    the filter itself (tile_raw): each worker copies the taps of the groups it runs, as it
+    comes to them, so a filter too large for L2 is read once, in the worker that uses it,
+    rather than copied whole before the threads start and read back."""
+    cdef float* out = _tile_group(work, c)
+    cdef Py_ssize_t i, o0
+    for i in range(c.tile_taps_n):
+        o0 = 0
+        while o0 < c.OC:
+            _tap_block(<const uint32_t*>c.ph_b + (c.tile_rows[i] * c.tile_c + cb) * c.OC,
+                       <uint32_t*>out + i * c.OC * (ce - cb), ce - cb, c.OC, o0, TFC_TILE_C,
+                       True)
+            o0 += TAP_TILE
+
+
 cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t p,
                            Py_ssize_t j0, Py_ssize_t cb, Py_ssize_t ce,
                            const ConvArgs* c) noexcept nogil:
@@ -801,7 +847,9 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
     cdef float* zero = <float*>(cols + T)
     # the running totals on a 64-byte boundary, each vector in one cache line
     cdef float* buf = <float*>((<intptr_t>(zero + c.OC) + 63) & ~(<intptr_t>63))
-    cdef const float* taps_b = <const float*>c.ph_b + info[7]
+    # the phase's first tap's block cb, and the values from one tap's to the next's
+    cdef const float* taps_b = <const float*>c.ph_b + info[7] + c.tile_k * cb
+    cdef Py_ssize_t tap_step = c.tile_k * c.tile_c
     cdef Py_ssize_t width = info[3], ps = c.sw * c.C, rs = c.sh * c.W * c.C
     cdef Py_ssize_t size = 4 if c.storage == STORE_NATIVE else 2
     cdef Py_ssize_t pix = c.OW * c.OC, lo = 0, hi
@@ -814,6 +862,9 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
     cdef Py_ssize_t* header
     if width == 0:      # an image narrower than the stride: this phase has no dx columns
         return
+    if c.tile_raw:      # the worker's group of taps, columns cb <= c < ce only
+        taps_b = _tile_group(work, c) + info[7] // c.tile_c * (ce - cb)
+        tap_step = c.tile_k * (ce - cb)
     memset(zero, 0, c.OC * sizeof(float))
     rows_left = min(<Py_ssize_t>info[6], info[2] - j0)
     if half and info[4] > 0:
@@ -837,7 +888,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
         for ta in range(info[4]):
             for tb in range(info[5]):
                 cols[ta * info[5] + tb] = offx[tb]
-                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * c.tile_k * c.tile_c
+                b[ta * info[5] + tb] = taps_b + (ta * info[5] + tb) * tap_step
         while rows_left > 0:
             run = min(rows_left, TILE_RUN_ROWS, max(1, TILE_RUN_PIXELS // width))
             for r in range(run):
@@ -864,7 +915,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
                     # dy's values are float32, or 16-bit (few channels: oc_lanes)
                     rows[taps] = <const float*>(rbase + (oy - lo) * pix * rsize)
                     cols[taps] = offx[tb]
-                    b[taps] = taps_b + (ta * info[5] + tb) * c.tile_k * c.tile_c
+                    b[taps] = taps_b + (ta * info[5] + tb) * tap_step
                     taps += 1
         if c.oc_lanes:
             oc_rows(<const void* const*>rows, cols, b, taps, c.OW, c.OC, c.C,
@@ -926,7 +977,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
     cdef Py_ssize_t t, n, last, iy, cb, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
-    cdef Py_ssize_t groups = (c.tile_c + c.tile_cols - 1) // c.tile_cols
+    cdef Py_ssize_t groups = (c.tile_c + c.tile_cols - 1) // c.tile_cols, have
     cdef bint half = c.storage != STORE_NATIVE
     cdef bint bf = c.storage == STORE_BFLOAT16
     cdef const real_acc* dyf
@@ -946,8 +997,14 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
                     _tile_window_header(work + t * c.work_per_thread, c)[0] = -1
             n = groups * c.N * c.units * t // num_threads
             last = groups * c.N * c.units * (t + 1) // num_threads
+            have = -1
             while n < last:
                 cb = n // (c.N * c.units) * c.tile_cols
+                if real_acc is float:
+                    if c.tile_raw and cb != have:
+                        _tile_group_taps(work + t * c.work_per_thread, cb,
+                                         min(cb + c.tile_cols, c.tile_c), c)
+                        have = cb
                 _gather_unit(dy, work + t * c.work_per_thread, dx, n % (c.N * c.units), t, cb,
                              min(cb + c.tile_cols, c.tile_c), c)
                 n = n + 1
@@ -1018,12 +1075,16 @@ cdef class ConvPlan:
         c.tile_cols = c.tile_c = c.C
         c.tile_k = c.OC
         c.tile_window = 0
+        c.tile_raw = False
+        c.tile_taps_n = 0
         self.dnnl = dnnl
         if c.gather:
-            # (strides, phase info, offy, offx, filter taps, A floats, output floats, merged row
-            # phases): built and checked by tfcompat/backends/cython_backend.py
+            # (strides, phase info, offy, offx, filter taps (tile_raw: the filter), A floats,
+            # output floats, merged row phases, the taps' indices in the filter): built and
+            # checked by tfcompat/backends/cython_backend.py
             self.tables = self.tables + (gather,)
-            (c.sh, c.sw), info, offy, offx, taps, c.a_floats, out_floats, merged = gather
+            ((c.sh, c.sw), info, offy, offx, taps, c.a_floats, out_floats, merged,
+             tap_rows) = gather
             c.phases = info.shape[0]
             c.ph_info = <const int32_t*>_data(info)
             c.ph_offy = <const int32_t*>_data(offy)
@@ -1040,15 +1101,24 @@ cdef class ConvPlan:
                     c.tile_k = (c.OC + 15) // 16 * 16
                 else:
                     c.tile_c = (c.C + 15) // 16 * 16
-                    c.tile_cols = TFC_TILE_C * max(1, TILE_FILTER_BYTES // (
-                        c.fh * c.fw * c.OC * TFC_TILE_C * 4))
+                    c.tile_cols = _tile_cols(c.fh * c.fw, c.OC)
+                    c.tile_raw = c.tile_cols < c.tile_c
+                c.tile_rows = <const int32_t*>_data(tap_rows)
+                c.tile_taps_n = tap_rows.shape[0]
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
                           and c.work_per_thread % 2 == 0
                           and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
-                          and taps.size >= _tile_taps(c))
-                # a half type's widened dy rows (_tile_phase_band), after the scratch
+                          and c.tile_taps_n <= c.fh * c.fw
+                          and (c.tile_taps_n == 0 or (0 <= tap_rows.min()
+                                                      and tap_rows.max() < c.fh * c.fw))
+                          and taps.size >= (c.fh * c.fw * c.tile_c * c.OC if c.tile_raw
+                                            else _tile_taps(c)))
+                # a half type's widened dy rows (_tile_phase_band), then a worker's group
+                # of taps (_tile_group_taps), after the scratch
                 c.tile_window = _tile_window(c)
                 c.work_per_thread += _tile_widened(c) + _tile_widened(c) % 2
+                if c.tile_raw:
+                    c.work_per_thread += 16 + c.tile_taps_n * c.OC * c.tile_cols
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)

@@ -184,8 +184,8 @@ static const tfc_tile_fn tfc_tile_fns[TFC_TILE_M2 + 1][5] = {
    below C + 16), into out + jj * rs + i * ps + c. Tap t < taps reads, for row jj, dy row
    rows[jj * taps + t] (OW pixels of K values; NULL: a row outside dy) at column i + cols[t];
    outside dy it reads ``zero`` (K zeros). b[t] is the tap's filter [K, Cp] (Cp: C rounded up
-   to a multiple of 16, the columns from C on zeros) in blocks of TFC_TILE_C columns ([K, 64]
-   each, the last one narrower), block c0 at b[t] + K * c0. The segments (each tap's input
+   to a multiple of 16, the columns from C on zeros) from column cb on, in blocks of
+   TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * (c0 - cb). The segments (each tap's input
    channels, in chunks of at most TFC_TILE_KC) are grouped into steps of at most TFC_TILE_KC
    channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
    so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M2
@@ -230,7 +230,7 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                 Py_ssize_t kc = K - k0 < TFC_TILE_KC ? K - k0 : TFC_TILE_KC;
                 if (segs && sum + kc > TFC_TILE_KC) break;
                 ts[segs] = t; k0s[segs] = k0; ks[segs] = kc;
-                bs[segs] = b[t] + K * c0 + k0 * bw;
+                bs[segs] = b[t] + K * (c0 - cb) + k0 * bw;
                 sum += kc;
                 segs++;
             }
