@@ -72,6 +72,10 @@ CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
     ((2, 9, 11, 16), (3, 3, 16, 5), 2, "SAME"),     # the channel tiles, where AVX512F
     ((1, 7, 6, 20), (5, 3, 20, 9), 1, "SAME"),      # one image, C padded to 32
     ((3, 6, 7, 48), (3, 3, 48, 70), 1, "VALID"),
+    # filters over the channel tiles' L2 budget, in groups of columns that the workers copy
+    # and widen (OC not a multiple of 16: the last 16 x 16 tiles copied one value at a time)
+    ((1, 5, 6, 80), (3, 3, 80, 500), 1, "SAME"),
+    ((2, 7, 8, 72), (3, 3, 72, 470), 2, "SAME"),
 ]
 
 
@@ -194,6 +198,32 @@ def test_channel_tiles_round_hard_values_like_the_scalar_rounding(module, dtype,
     flat = ref32.reshape(-1)
     assert np.isnan(flat).any() and np.isinf(flat).any()
     assert np.array_equal(got.view(np.uint16).reshape(-1), want)
+
+
+@needs_tiles
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_channel_tiles_widen_a_large_filters_hard_values_exactly(dtype, rng, monkeypatch):
+    """A filter over the channel tiles' L2 budget (3x3, C = 80, OC = 496: two groups of
+    columns), whose taps each worker widens to float32 as it copies them: subnormal, the
+    largest finite and infinite filter values are widened exactly, bit for bit our float32
+    result on the widened inputs, rounded once (any NaN matching any NaN)."""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    lanes, tiles = _strategy(monkeypatch)
+    info = ml_dtypes.finfo(dtype)
+    filt = (rng.integers(-64, 65, (3, 3, 80, 496)) / 32).astype(dtype)
+    # dx channel 5 sums only subnormal products; channel 9 takes the largest value and an
+    # infinity, 70 a negative infinity
+    filt[:, :, 5, :] = (rng.integers(1, 8, (3, 3, 496)) * info.smallest_subnormal).astype(dtype)
+    filt[0, 1, 9, 17], filt[2, 2, 9, 300], filt[1, 0, 70, 495] = info.max, np.inf, -np.inf
+    dy = (rng.integers(-8, 9, (1, 4, 5, 496)) / 4).astype(dtype)
+    got = T.conv2d_backprop_input([1, 4, 5, 80], filt, dy, strides=[1, 1, 1, 1], padding="SAME")
+    ref32 = T.conv2d_backprop_input([1, 4, 5, 80], filt.astype(np.float32),
+                                    dy.astype(np.float32), strides=[1, 1, 1, 1], padding="SAME")
+    assert tiles == [True, True]
+    assert (ref32[..., 5] != 0).any() and np.isinf(ref32).any()
+    with np.errstate(over="ignore"):
+        want = ref32.astype(dtype)
+    _same_or_both_nan(got.view(np.uint16), want.view(np.uint16), dtype)
 
 
 @needs_tiles

@@ -354,10 +354,10 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
     ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
     totals; where the filter runs in more than one group of columns
-    (conv.pxi's conv_tile_groups), the filter itself in float32 instead of its taps (each
-    worker copies the taps of the groups it runs: conv.pxi's tile_raw); 2: the tile kernel for
-    few channels (tiles.h's tfc_oc_rows), rows taken alone, each tap's filter as [C, OC], its
-    own layout (OC rounded up to a multiple of 16, zeros from OC on). ``wide``: see
+    (conv.pxi's conv_tile_groups), the filter itself instead of its taps (each worker copies
+    the taps of the groups it runs, widened to float32: conv.pxi's tile_raw); 2: the tile
+    kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each tap's filter as
+    [C, OC], its own layout (OC rounded up to a multiple of 16, zeros from OC on). ``wide``: see
     :func:`_gather_geometry`. Last in the tuple, the filter's taps' indices (of its
     fh * fw) in the order of the taps."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = _geometry(
@@ -377,12 +377,10 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
         filt = np.zeros(p.filter.shape[:2] + (_tile_channels(p.C), p.OC), p.filter.dtype)
         filt[:, :, :p.C] = p.filter
     if tiles and _kernels.conv_tile_groups(p.fh * p.fw, p.C, p.OC) > 1:
-        # a filter run in groups of columns: each worker copies the taps of its own groups
-        # (conv.pxi's tile_raw), so it goes as it is, in float32
-        filt = np.ascontiguousarray(filt)
-        return (strides, info, offy, offx,
-                (filt if filt.dtype == ct else to_float32(filt, nthreads)).reshape(-1),
-                a_values, out_values, merged, tap_rows)
+        # a filter run in groups of columns: each worker copies (and widens) the taps of its
+        # own groups (conv.pxi's tile_raw), so it goes as it is
+        return (strides, info, offy, offx, np.ascontiguousarray(filt).reshape(-1), a_values,
+                out_values, merged, tap_rows)
     taps = _filter_taps(filt, tap_rows, ct, nthreads,
                         _kernels.CONV_TILE_BLOCK if tiles else 0)
     if (merged >= 0).any():

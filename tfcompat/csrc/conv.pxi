@@ -62,6 +62,9 @@ cdef extern from "tiles.h":
     int tfc_tiles_built() noexcept nogil
     void transpose16 "tfc_transpose16"(const float* src, Py_ssize_t lss, float* dst,
                                        Py_ssize_t lds) noexcept nogil
+    void transpose16_wide "tfc_transpose16_wide"(const uint16_t* src, Py_ssize_t lss,
+                                                 float* dst, Py_ssize_t lds,
+                                                 int half) noexcept nogil
     void tile_rows "tfc_tile_rows"(const float* const* rows, Py_ssize_t nrows,
                                    const int32_t* cols, const float* const* b, Py_ssize_t taps,
                                    Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
@@ -210,6 +213,27 @@ cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
         c0 = c1
 
 
+cdef void _tap_block_wide(const uint16_t* w, float* out, Py_ssize_t C, Py_ssize_t OC,
+                          Py_ssize_t o0, Py_ssize_t bw, int half) noexcept nogil:
+    """_tap_block with AVX-512 tiles of a float16 (half 1) or bfloat16 (half 2) filter,
+    each value widened to float32 exactly as it is copied: the tile kernel's groups of taps
+    (_tile_group_taps)."""
+    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width
+    cdef float* d
+    while c0 < C:
+        c1 = min(c0 + TAP_TILE, C)
+        b0 = c0 - c0 % bw
+        width = min(bw, C - b0)
+        d = out + b0 * OC
+        if c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
+            transpose16_wide(w + c0 * OC + o0, OC, d + o0 * width + c0 - b0, width, half)
+        else:
+            for o in range(o0, o1):
+                for c in range(c0, c1):
+                    to_f32(w + c * OC + o, d + o * width + c - b0, 1, half == STORE_BFLOAT16)
+        c0 = c1
+
+
 cdef void _filter_taps(const word_t* w, const int32_t* rows, word_t* out, Py_ssize_t taps,
                        Py_ssize_t C, Py_ssize_t OC, Py_ssize_t bw, bint simd,
                        int num_threads) noexcept nogil:
@@ -285,8 +309,8 @@ cdef struct ConvArgs:
     Py_ssize_t tile_k       # oc_lanes: OC rounded up to 16, each tap's [C, tile_k]; else OC
     Py_ssize_t tile_window  # a half type's widened dy rows per worker (_tile_window); else 0
     # more than one group of tile_cols columns: ph_b is the filter itself ([fh * fw, tile_c,
-    # OC], float32, zeros from C on), whose taps tile_rows[i] each worker transposes for one
-    # group at a time (_tile_group_taps); else ph_b holds every tap's matrix
+    # OC], dy's type, zeros from C on), whose taps tile_rows[i] each worker transposes (and
+    # widens) for one group at a time (_tile_group_taps); else ph_b holds every tap's matrix
     bint tile_raw
     const int32_t* tile_rows
     Py_ssize_t tile_taps_n  # the taps of all phases: tile_rows' length
@@ -809,17 +833,22 @@ cdef inline float* _tile_group(float* work, const ConvArgs* c) noexcept nogil:
 cdef void _tile_group_taps(float* work, Py_ssize_t cb, Py_ssize_t ce,
                            const ConvArgs* c) noexcept nogil:
     """The worker's group of taps (_tile_group) for dx columns cb <= c < ce, transposed from
-    the filter itself (tile_raw): each worker copies the taps of the groups it runs, as it
-    comes to them, so a filter too large for L2 is read once, in the worker that uses it,
-    rather than copied whole before the threads start and read back."""
+    the filter itself (tile_raw; a half type's widened to float32 as it is copied): each worker
+    copies the taps of the groups it runs, as it comes to them, so a filter too large for L2
+    is read once, in the worker that uses it, rather than copied whole before the threads
+    start and read back."""
     cdef float* out = _tile_group(work, c)
-    cdef Py_ssize_t i, o0
+    cdef Py_ssize_t i, o0, at
     for i in range(c.tile_taps_n):
+        at = (c.tile_rows[i] * c.tile_c + cb) * c.OC
         o0 = 0
         while o0 < c.OC:
-            _tap_block(<const uint32_t*>c.ph_b + (c.tile_rows[i] * c.tile_c + cb) * c.OC,
-                       <uint32_t*>out + i * c.OC * (ce - cb), ce - cb, c.OC, o0, TFC_TILE_C,
-                       True)
+            if c.storage == STORE_NATIVE:
+                _tap_block(<const uint32_t*>c.ph_b + at, <uint32_t*>out + i * c.OC * (ce - cb),
+                           ce - cb, c.OC, o0, TFC_TILE_C, True)
+            else:
+                _tap_block_wide(<const uint16_t*>c.ph_b + at, out + i * c.OC * (ce - cb),
+                                ce - cb, c.OC, o0, TFC_TILE_C, c.storage)
             o0 += TAP_TILE
 
 
@@ -1114,7 +1143,9 @@ cdef class ConvPlan:
                           and (c.tile_taps_n == 0 or (0 <= tap_rows.min()
                                                       and tap_rows.max() < c.fh * c.fw))
                           and taps.size >= (c.fh * c.fw * c.tile_c * c.OC if c.tile_raw
-                                            else _tile_taps(c)))
+                                            else _tile_taps(c))
+                          and (not c.tile_raw
+                               or taps.itemsize == (4 if storage == STORE_NATIVE else 2)))
                 # a half type's widened dy rows (_tile_phase_band), then a worker's group
                 # of taps (_tile_group_taps), after the scratch
                 c.tile_window = _tile_window(c)

@@ -48,13 +48,11 @@
 
 static int tfc_tiles_built(void) { return 1; }
 
-/* dst[o * lds + c] = src[c * lss + o] for c, o < 16: a 16 x 16 tile of 4-byte values
-   transposed in registers (unpacks, then in-lane and cross-lane shuffles), for the filter's
-   taps (conv.pxi's _tap_block) and NCHW's transposes. Moves bits only. */
-static __attribute__((target("avx512f"))) void tfc_transpose16(
-        const float *src, Py_ssize_t lss, float *dst, Py_ssize_t lds) {
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lss);
+/* dst[o * lds + c] = r[c][o] for c, o < 16: 16 rows of 16 values in registers transposed
+   (unpacks, then in-lane and cross-lane shuffles) and stored. Moves bits only. */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_transpose16_store(
+        __m512 r[16], float *dst, Py_ssize_t lds) {
+    __m512 t[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -75,6 +73,31 @@ static __attribute__((target("avx512f"))) void tfc_transpose16(
         r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
     }
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * lds, r[i]);
+}
+
+/* dst[o * lds + c] = src[c * lss + o] for c, o < 16: a 16 x 16 tile of 4-byte values
+   transposed in registers, for the filter's taps (conv.pxi's _tap_block) and NCHW's
+   transposes. Moves bits only. */
+static __attribute__((target("avx512f"))) void tfc_transpose16(
+        const float *src, Py_ssize_t lss, float *dst, Py_ssize_t lds) {
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lss);
+    tfc_transpose16_store(r, dst, lds);
+}
+
+/* tfc_transpose16 of a tile of float16 (half 1) or bfloat16 (half 2) values, each widened
+   to float32 exactly as it is loaded (vcvtph2ps; a bfloat16's bits shifted into a float32's
+   upper half), for a half-type filter's taps in the tile kernel's groups (conv.pxi's
+   _tap_block_wide). */
+static __attribute__((target("avx512f"))) void tfc_transpose16_wide(
+        const uint16_t *src, Py_ssize_t lss, float *dst, Py_ssize_t lds, int half) {
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(src + i * lss));
+        r[i] = half == 1 ? _mm512_cvtph_ps(h)
+                         : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    tfc_transpose16_store(r, dst, lds);
 }
 
 /* acc[r * NV + v] += the sum over k < K of ar[r][k] * bg[k * ldb + 16 v ...], for
@@ -185,10 +208,10 @@ static const tfc_tile_fn tfc_tile_fns[TFC_TILE_M2 + 1][5] = {
    rows[jj * taps + t] (OW pixels of K values; NULL: a row outside dy) at column i + cols[t];
    outside dy it reads ``zero`` (K zeros). b[t] is the tap's filter [K, Cp] (Cp: C rounded up
    to a multiple of 16, the columns from C on zeros) from column cb on, in blocks of
-   TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * (c0 - cb). The segments (each tap's input
-   channels, in chunks of at most TFC_TILE_KC) are grouped into steps of at most TFC_TILE_KC
-   channels and TFC_TILE_SEGS segments, in order; each step runs over every tile of the run,
-   so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M2
+   TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * (c0 - cb).
+   The segments (each tap's input channels, in chunks of at most TFC_TILE_KC) are grouped
+   into steps of at most TFC_TILE_KC channels and TFC_TILE_SEGS segments, in order; each step
+   runs over every tile of the run, so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M2
    pointers; ``buf``, nrows * width * TFC_TILE_C floats. ``half``: out holds float32 (0) or
    float16 (1) or bfloat16 (2) values (positions and strides in values), the last step's sums
    each rounded once. */
@@ -456,6 +479,11 @@ static int tfc_tiles_built(void) { return 0; }
 
 static void tfc_transpose16(const float *src, Py_ssize_t lss, float *dst, Py_ssize_t lds) {
     (void)src; (void)lss; (void)dst; (void)lds;
+}
+
+static void tfc_transpose16_wide(const uint16_t *src, Py_ssize_t lss, float *dst,
+                                 Py_ssize_t lds, int half) {
+    (void)src; (void)lss; (void)dst; (void)lds; (void)half;
 }
 
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
