@@ -342,6 +342,47 @@ def test_float32_1x1_as_one_onednn_matmul(fmt, n, hw, c, oc, budget, monkeypatch
 
 
 @needs_onednn
+@pytest.mark.parametrize("dtype", [BF, np.float16], ids=["bfloat16", "float16"])
+@pytest.mark.parametrize("n, hw, c, oc, filter_bytes, wide_values, takes", [
+    (1, 9, 6, 9, 1 << 20, 1 << 22, True), (2, 3, 512, 512, 1 << 20, 1 << 22, True),
+    (3, 5, 13, 21, 0, 1 << 22, True), (1, 9, 6, 9, 1 << 20, 9 * 9 * 15, True),
+    (1, 9, 6, 9, 1 << 20, 9 * 9 * 15 - 1, False), (3, 5, 13, 21, 1 << 20, 1 << 22, False)],
+    ids=["one-image", "1MiB-filter", "small-budget", "at-the-widened-values",
+         "over-the-widened-values", "small-filter"])
+def test_half_1x1_widened_to_float32_as_one_onednn_matmul(dtype, n, hw, c, oc, filter_bytes,
+                                                           wide_values, takes, monkeypatch):
+    """A float16 or bfloat16 1x1 conv that oneDNN multiplies widened to float32 takes
+    float32's rule for one matmul over all its pixels (one image, or a filter of
+    DIRECT_FILTER_BYTES in float32 or more) where its widened dy and dx take at most
+    DIRECT_WIDE_VALUES (this one image's 9 x 9 x 15; one value less: the gather): bit for bit
+    our float32 result on the widened inputs, rounded once, and the same bits on 1, 2 and 3
+    threads."""
+    _onednn(monkeypatch, "float32")
+    monkeypatch.setattr(cython_backend, "DIRECT_FILTER_BYTES", filter_bytes)
+    monkeypatch.setattr(cython_backend, "DIRECT_WIDE_VALUES", wide_values)
+    rng = np.random.default_rng(12)
+    filt = rng.standard_normal((1, 1, c, oc)).astype(dtype)
+    dy = rng.standard_normal((n, hw, hw, oc)).astype(dtype)
+    kw = dict(strides=[1, 1, 1, 1], padding="VALID")
+    used = spy(monkeypatch, cython_backend, "_use_direct")
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in (1, 2, 3):
+            T.set_num_threads(k)
+            outs.append(T.conv2d_backprop_input([n, hw, hw, c], filt, dy, **kw))
+    finally:
+        T.set_num_threads(old)
+    assert used == [takes] * 3
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
+    if takes:
+        ref32 = T.conv2d_backprop_input([n, hw, hw, c], filt.astype(F32), dy.astype(F32), **kw)
+        assert outs[0].dtype == np.dtype(dtype)
+        assert np.array_equal(outs[0].view(np.uint16), ref32.astype(dtype).view(np.uint16))
+
+
+@needs_onednn
 def test_float32_1x1_with_a_small_filter_keeps_the_gather(monkeypatch):
     """Two or more images of a float32 1x1 conv whose filter takes less than
     DIRECT_FILTER_BYTES (C4's 256 x 512: 512 KiB) keep the gather's single-threaded GEMMs

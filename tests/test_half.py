@@ -67,6 +67,7 @@ def test_rounding_matches_numpy_and_ml_dtypes(module, dtype, bf, rng):
 CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
     ((3, 17, 14, 5), (3, 3, 5, 6), 2, "SAME"),
     ((2, 9, 8, 12), (1, 1, 12, 7), 1, "VALID"),     # the 1x1 direct GEMM
+    ((1, 9, 8, 12), (1, 1, 12, 7), 1, "VALID"),     # one image: one oneDNN matmul, if any
     ((1, 11, 13, 4), (2, 2, 4, 3), 2, "VALID"),     # one image: the multi-threaded path
     ((4, 10, 10, 3), (5, 5, 3, 8), 1, "SAME"),
     ((2, 9, 11, 16), (3, 3, 16, 5), 2, "SAME"),     # the channel tiles, where AVX512F

@@ -623,6 +623,9 @@ def _dnnl_type(dtype):
 # each read all of it, and beyond half the L2 it comes from further out for every band
 # (docs/performance.md)
 DIRECT_FILTER_BYTES = 1 << 20
+# ... and a float16 or bfloat16 one that oneDNN multiplies widened to float32, by the same
+# rule, where its widened dy and dx take at most this many values (float32 copies of both)
+DIRECT_WIDE_VALUES = 1 << 22
 
 
 def _use_direct(p, direct, gemm, nthreads):
@@ -630,16 +633,18 @@ def _use_direct(p, direct, gemm, nthreads):
     pixels on ``nthreads`` threads (:func:`_direct`): a float16 or bfloat16 conv oneDNN
     multiplies in its own type (our float32 GEMMs would widen both), and a float32 one of one
     image (the gather would cut it into short bands) or whose filter takes DIRECT_FILTER_BYTES
-    or more. oneDNN 3.2's matmul reduces each output's sum in one thread, in the same order
-    whatever the thread count, but for bfloat16 and float16 on AMX from 16 threads on with
-    more than 1024 output channels (brgemm_matmul_utils.cpp, compute_blocking_heuristic_amx:
-    nthr_k up to nthr / 8 and K / 1024), where it splits them among threads: those take the
-    gather, whose results never depend on the thread count."""
-    if not direct or gemm is None or gemm != p.dtype:
+    (in float32) or more, and a half type widened to float32 by that rule where its widened dy
+    and dx take at most DIRECT_WIDE_VALUES. oneDNN 3.2's matmul reduces each output's sum in
+    one thread, in the same order whatever the thread count, but for bfloat16 and float16 on
+    AMX from 16 threads on with more than 1024 output channels (brgemm_matmul_utils.cpp,
+    compute_blocking_heuristic_amx: nthr_k up to nthr / 8 and K / 1024), where it splits them
+    among threads: those take the gather, whose results never depend on the thread count."""
+    if not direct or gemm is None:
         return False
-    if p.dtype == F32:
-        return CONV_STRATEGY == "auto" and (
-            p.N == 1 or p.C * p.OC * p.dtype.itemsize >= DIRECT_FILTER_BYTES)
+    if gemm != p.dtype and (gemm != F32 or p.N * p.H * p.W * (p.C + p.OC) > DIRECT_WIDE_VALUES):
+        return False
+    if gemm == F32:
+        return CONV_STRATEGY == "auto" and (p.N == 1 or p.C * p.OC * 4 >= DIRECT_FILTER_BYTES)
     from .. import _dnnl
     return not (_dnnl.cpu_isa()[2] and nthreads >= 16 and p.OC > 1024)
 
@@ -874,8 +879,12 @@ def _run_conv(problem):
     direct = (p.fh, p.fw, p.sh, p.sw, p.pad_top, p.pad_left, p.OH, p.OW) == (1, 1, 1, 1, 0, 0, p.H, p.W)
     gemm = _gemm_type(p.dtype)
     if _use_direct(p, direct, gemm, nthreads):
-        dx = _direct(dy, np.ascontiguousarray(p.filter).reshape(p.C, p.OC),
-                     p.N * p.H * p.W, p.OC, p.C, nthreads).reshape(p.N, p.H, p.W, p.C)
+        filt = np.ascontiguousarray(p.filter).reshape(p.C, p.OC)
+        wide = gemm != p.dtype      # a half type widened, its float32 dx rounded once
+        if wide:
+            dy, filt = to_float32(dy, nthreads), to_float32(filt, nthreads)
+        dx = _direct(dy, filt, p.N * p.H * p.W, p.OC, p.C, nthreads)
+        dx = (round_to(dx, p.dtype, nthreads) if wide else dx).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else _channels_first(dx, nthreads)
     h_tab = _shared_tables(_kernels.conv_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _shared_tables(_kernels.conv_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)
