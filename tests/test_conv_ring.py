@@ -645,16 +645,18 @@ def test_tiles_put_each_tap_at_its_dx_position(nchw, c, oc, ch, monkeypatch):
                                   (5, 3, 1, 2, (3, 0, 2, 2)), (3, 3, 4, 1, (0, 0, 0, 0))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("c", [80, 150])
-def test_tiles_with_a_filter_over_the_cache_budget(case, c, monkeypatch):
-    """OC = 512 and 9 or 15 taps: a block of 64 columns of the filter's taps takes 1.2 MB or
-    more, over the tile kernel's 1 MiB budget, so each thread runs C = 80's two column blocks
-    (64 and 16), or C = 150's three (64, 64 and 22 in a block of 32), one after the other over
-    all of its images (stride 4: the phases no tap reaches are zeroed block by block). Within
-    tolerance of the reference, the same bits on 1, 2 and 3 threads, with several bands per
-    image."""
+@pytest.mark.parametrize("oc", [512, 1000])
+def test_tiles_with_a_filter_over_the_cache_budget(case, c, oc, monkeypatch):
+    """OC = 512 or 1000 and 9 or 15 taps: a block of 64 columns of the filter's taps takes 1.2
+    MB or more, over the tile kernel's 1 MiB budget, so the threads run C = 80's two column
+    blocks (64 and 16), or C = 150's three (64, 64 and 22 in a block of 32), one after the
+    other over all of their images (stride 4: the phases no tap reaches are zeroed block by
+    block); each worker copies its blocks' taps (OC = 512), or, over 2 MiB a block (OC =
+    1000), all are copied before the threads start. Within tolerance of the reference, the
+    same bits on 1, 2 and 3 threads, with several bands per image."""
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 30000)
-    _on_1_2_3_threads(case, np.float32, 4, n=3, h=8, w=7, c=c, oc=512)
+    _on_1_2_3_threads(case, np.float32, 4, n=3, h=8, w=7, c=c, oc=oc)
     assert used == [True] * 3
 
 

@@ -353,8 +353,8 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
 
     ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
     oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
-    totals; where the filter runs in more than one group of columns
-    (conv.pxi's conv_tile_groups), the filter itself instead of its taps (each worker copies
+    totals; where the filter runs in more than one group of columns of at most 2 MiB of
+    taps (conv.pxi's conv_tile_raw), the filter itself instead of its taps (each worker copies
     the taps of the groups it runs, widened to float32: conv.pxi's tile_raw); 2: the tile
     kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each tap's filter as
     [C, OC], its own layout (OC rounded up to a multiple of 16, zeros from OC on). ``wide``: see
@@ -376,7 +376,7 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
         # the tile kernel reads whole vectors of 16 channels: zeros in the columns from C on
         filt = np.zeros(p.filter.shape[:2] + (_tile_channels(p.C), p.OC), p.filter.dtype)
         filt[:, :, :p.C] = p.filter
-    if tiles and _kernels.conv_tile_groups(p.fh * p.fw, p.C, p.OC) > 1:
+    if tiles and _kernels.conv_tile_raw(p.fh * p.fw, p.C, p.OC):
         # a filter run in groups of columns: each worker copies (and widens) the taps of its
         # own groups (conv.pxi's tile_raw), so it goes as it is
         return (strides, info, offy, offx, np.ascontiguousarray(filt).reshape(-1), a_values,

@@ -94,6 +94,16 @@ cdef extern from *:
     """
     enum: TILE_FILTER_BYTES "TFC_TILE_FILTER_BYTES"
 
+# The most bytes of one group's taps for which each worker copies its groups' taps itself
+# (ConvArgs.tile_raw): the copy is per worker, like a half type's widened window (2 MiB);
+# larger groups (one block of 64 columns over it: 3x3 with OC > 910) keep the one copy of the
+# whole filter made before the threads start.
+cdef extern from *:
+    """
+    #define TFC_TILE_RAW_BYTES (2 << 20)
+    """
+    enum: TILE_RAW_BYTES "TFC_TILE_RAW_BYTES"
+
 # Phase rows whose tiles would average 4 pixels or fewer (widths 1-4, 7, 8) go to the tile
 # kernel as runs of up to TILE_RUN_PIXELS pixels (at most TILE_RUN_ROWS rows): fuller
 # tiles, each step's filter block read from L1 by all of them instead of by one row's two, at
@@ -117,12 +127,18 @@ cdef inline Py_ssize_t _tile_cols(Py_ssize_t taps, Py_ssize_t OC) noexcept nogil
     return TFC_TILE_C * max(1, TILE_FILTER_BYTES // (taps * OC * TFC_TILE_C * 4))
 
 
-def conv_tile_groups(Py_ssize_t taps, Py_ssize_t C, Py_ssize_t OC):
-    """The groups of columns the channel tile kernel runs a conv of C input channels, OC
-    output channels and ``taps`` filter taps in (_tile_cols); with more than one, ConvPlan
-    takes the filter itself, not its taps (ConvArgs.tile_raw)."""
+cdef inline bint _tile_raw(Py_ssize_t taps, Py_ssize_t C, Py_ssize_t OC) noexcept nogil:
+    """Whether the workers copy the channel tile kernel's taps group by group
+    (ConvArgs.tile_raw) for a conv of C input channels, OC output channels and ``taps``
+    filter taps: where its filter runs in more than one group of columns (_tile_cols), each
+    group's taps within TILE_RAW_BYTES."""
     cdef Py_ssize_t cols = _tile_cols(taps, OC)
-    return ((C + 15) // 16 * 16 + cols - 1) // cols
+    return cols < (C + 15) // 16 * 16 and taps * OC * cols * 4 <= TILE_RAW_BYTES
+
+
+def conv_tile_raw(Py_ssize_t taps, Py_ssize_t C, Py_ssize_t OC):
+    """_tile_raw: where it holds, ConvPlan takes the filter itself, not its taps."""
+    return bool(_tile_raw(taps, C, OC))
 
 
 cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) noexcept nogil:
@@ -1133,7 +1149,7 @@ cdef class ConvPlan:
                 else:
                     c.tile_c = (c.C + 15) // 16 * 16
                     c.tile_cols = _tile_cols(c.fh * c.fw, c.OC)
-                    c.tile_raw = c.tile_cols < c.tile_c
+                    c.tile_raw = _tile_raw(c.fh * c.fw, c.C, c.OC)
                 c.tile_rows = <const int32_t*>_data(tap_rows)
                 c.tile_taps_n = tap_rows.shape[0]
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
