@@ -34,8 +34,9 @@
 #     filter's taps for all of C take more than TILE_FILTER_BYTES, the bands run once per
 #     group of column blocks whose taps fit (tile_cols), so that group stays in L2 for all of
 #     a thread's images instead of the whole filter passing through it on every row; the
-#     threads share out the groups (each its own run of them) and each copies the taps of
-#     the groups it runs from the filter itself (tile_raw).
+#     threads share out the groups (each its own run of them) and, for groups of at most
+#     TILE_RAW_BYTES, each copies the taps of the groups it runs from the filter itself
+#     (tile_raw).
 # float16/bfloat16 are computed in float32 and rounded once: the dy of an image is widened
 # into scratch (but for oneDNN's 16-bit matmuls, which read dy's values), and each dx row is
 # rounded as it is finished, so no float32 copy of the whole dy or dx exists.
