@@ -211,10 +211,10 @@ static const tfc_tile_fn tfc_tile_fns[TFC_TILE_M2 + 1][5] = {
    TFC_TILE_C columns ([K, 64] each, the last one narrower), block c0 at b[t] + K * (c0 - cb).
    The segments (each tap's input channels, in chunks of at most TFC_TILE_KC) are grouped
    into steps of at most TFC_TILE_KC channels and TFC_TILE_SEGS segments, in order; each step
-   runs over every tile of the run, so a tile may take pixels of two rows. Scratch: ``a``, TFC_TILE_SEGS * TFC_TILE_M2
-   pointers; ``buf``, nrows * width * TFC_TILE_C floats. ``half``: out holds float32 (0) or
-   float16 (1) or bfloat16 (2) values (positions and strides in values), the last step's sums
-   each rounded once. */
+   runs over every tile of the run, so a tile may take pixels of two rows. Scratch: ``a``,
+   TFC_TILE_SEGS * TFC_TILE_M2 pointers; ``buf``, nrows * width * TFC_TILE_C floats. ``half``:
+   out holds float32 (0) or float16 (1) or bfloat16 (2) values (positions and strides in
+   values), the last step's sums each rounded once. */
 static inline __attribute__((always_inline)) void tfc_tile_rows_body(
         const float *const *rows, Py_ssize_t nrows, const int32_t *cols, const float *const *b,
         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
