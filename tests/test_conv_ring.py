@@ -301,6 +301,25 @@ def test_one_image_1x1_splits_into_bands_at_the_default_sizes(dtype, path, monke
     _on_1_2_3_threads((1, 1, 1, 1, (0, 0, 0, 0)), dtype, 4, h=45, w=8, c=6, oc=9)
 
 
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 1, 2, (2, 2, 2, 2)),
+                                  (2, 2, 2, 1, (0, 0, 0, 0))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("c", [300, 130])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, BF],
+                         ids=["float64", "float32", "bfloat16"])
+def test_gather_of_one_small_image_splits_its_columns(case, c, dtype, monkeypatch):
+    """One small image through our gather (without oneDNN or the tile kernel: float64, and
+    CPUs without AVX512F) has fewer bands than GATHER_SPLIT_UNITS, so its GEMMs are split into
+    groups of columns for the threads to share (C = 300: 160 and 140; 130: one group of all
+    of them; stride 2: four phases, no split): within tolerance of the reference, the same
+    bits on 1, 2 and 3 threads."""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
+    used = spy(monkeypatch, cython_backend, "_use_gather")
+    _on_1_2_3_threads(case, dtype, 13, h=7, w=6, c=c, oc=40)
+    assert used == [True] * 3
+
+
 @needs_onednn
 @pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("n, hw, c, oc, budget", [(1, 9, 6, 9, None), (3, 5, 13, 21, 0),

@@ -142,6 +142,25 @@ def conv_tile_raw(Py_ssize_t taps, Py_ssize_t C, Py_ssize_t OC):
     return bool(_tile_raw(taps, C, OC))
 
 
+# Our gather (without oneDNN or the tile kernel) of fewer units than this, the bands of all
+# its images (one small image: one band), splits its GEMMs' columns into groups of at least
+# GATHER_SPLIT_COLS, as many as bring it to this many units, for the threads to share: else
+# one thread runs them all (docs/performance.md). The groups depend on the shapes only.
+cdef enum:
+    GATHER_SPLIT_UNITS = 4
+    GATHER_SPLIT_COLS = 128
+
+
+cdef inline Py_ssize_t _gather_cols(Py_ssize_t units, Py_ssize_t C) noexcept nogil:
+    """The dx columns of each of our gather's GEMMs (its units: the bands of all images):
+    C, or a multiple of 16 that splits C into groups (GATHER_SPLIT_UNITS)."""
+    cdef Py_ssize_t groups = min((GATHER_SPLIT_UNITS + units - 1) // units,
+                                 C // GATHER_SPLIT_COLS)
+    if units >= GATHER_SPLIT_UNITS or groups <= 1:
+        return C
+    return ((C + groups - 1) // groups + 15) // 16 * 16
+
+
 cdef inline Py_ssize_t _tile_scratch(Py_ssize_t T, Py_ssize_t OC, Py_ssize_t W) noexcept nogil:
     """The floats of _tile_phase_band's scratch for T = fh * fw taps: the dy row pointers of
     TILE_RUN_ROWS rows, a pointer to each tap's filter, a tile's pointers (2 floats each), an
@@ -321,7 +340,8 @@ cdef struct ConvArgs:
     # the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
     bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, tile_k]
-    Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above); else C
+    Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above), or per
+                            # GEMM of our gather where it splits them (_gather_cols); else C
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
     Py_ssize_t tile_k       # oc_lanes: OC rounded up to 16, each tap's [C, tile_k]; else OC
     Py_ssize_t tile_window  # a half type's widened dy rows per worker (_tile_window); else 0
@@ -445,15 +465,15 @@ cdef void _conv_image(const void* dy, const real_acc* w2, real_acc* work, void* 
 
 
 cdef inline void _gemm_rows(const real_acc* a, const real_acc* b, real_acc* out, int M, int K,
-                           int N, int ldc) noexcept nogil:
-    """out[M, N] (rows ldc apart) = a[M, K] @ b[K, N], all row-major."""
+                           int N, int ldc, int ldb) noexcept nogil:
+    """out[M, N] (rows ldc apart) = a[M, K] @ b[K, N] (rows ldb apart), all row-major."""
     cdef char tn = b'N'
     cdef real_acc one = 1
     cdef real_acc zero = 0
     if real_acc is float:
-        sgemm(&tn, &tn, &N, &M, &K, &one, <float*>b, &N, <float*>a, &K, &zero, out, &ldc)
+        sgemm(&tn, &tn, &N, &M, &K, &one, <float*>b, &ldb, <float*>a, &K, &zero, out, &ldc)
     else:
-        dgemm(&tn, &tn, &N, &M, &K, &one, <double*>b, &N, <double*>a, &K, &zero, out, &ldc)
+        dgemm(&tn, &tn, &N, &M, &K, &one, <double*>b, &ldb, <double*>a, &K, &zero, out, &ldc)
 
 
 cdef void _gather_band(const void* dy, real_acc* a, Py_ssize_t n, Py_ssize_t j0,
@@ -613,14 +633,17 @@ cdef inline void _dnnl_exec(const ConvArgs* c, Py_ssize_t p, Py_ssize_t t, Py_ss
 
 
 cdef void _gather_phase_band(const void* dy, real_acc* work, void* dx, Py_ssize_t n,
-                             Py_ssize_t p, Py_ssize_t j0, const ConvArgs* c) noexcept nogil:
+                             Py_ssize_t p, Py_ssize_t j0, Py_ssize_t cb, Py_ssize_t ce,
+                             const ConvArgs* c) noexcept nogil:
     """The band of phase p from phase row j0 of image n. dx at (py + sh j, px + sw i) takes,
     from tap (ky, kx) with (py + pad_top - ky dh) divisible by sh (and likewise in x), dy at
     row j + (py + pad_top - ky dh) / sh: a stride-1 convolution per phase, so each phase is
     GEMMs of a band of gathered dy rows [band * Wp, taps * OC] against the phase's taps of the
     filter [taps * OC, C]. With stride 1 and the native type the GEMM writes dx itself;
-    otherwise its rows are scattered (and rounded) into dx. Each dx element is one GEMM
-    output, summed by BLAS in its own order (the conv is held to a tolerance)."""
+    otherwise its rows are scattered (and rounded) into dx. Only dx columns cb <= c < ce (a
+    group of gather_cols, or all of them): the GEMM takes those columns of the filter's taps.
+    Each dx element is one GEMM output, summed by BLAS in its own order (the conv is held to
+    a tolerance), the same whichever thread runs it."""
     cdef Py_ssize_t rows, Wp, K2, r, i, j, C = c.C
     cdef const int32_t* info = c.ph_info + p * PH_WIDTH
     cdef real_acc* a = work
@@ -637,21 +660,21 @@ cdef void _gather_phase_band(const void* dy, real_acc* work, void* dx, Py_ssize_
     else:
         _gather_band(dy, a, n, j0, rows, info, c.ph_offy + p * c.fh, c.ph_offx + p * c.fw, c)
         if c.sh == 1 and c.sw == 1 and c.storage == STORE_NATIVE:
-            _gemm_rows(a, <const real_acc*>c.ph_b + info[7],
-                       <real_acc*>dx + (n * c.H + j0) * c.W * C, <int>(rows * Wp), <int>K2,
-                       <int>C, <int>C)
+            _gemm_rows(a, <const real_acc*>c.ph_b + info[7] + cb,
+                       <real_acc*>dx + (n * c.H + j0) * c.W * C + cb, <int>(rows * Wp),
+                       <int>K2, <int>(ce - cb), <int>C, <int>C)
             return
-        _gemm_rows(a, <const real_acc*>c.ph_b + info[7], out, <int>(rows * Wp), <int>K2,
-                   <int>C, <int>C)
+        _gemm_rows(a, <const real_acc*>c.ph_b + info[7] + cb, out + cb, <int>(rows * Wp),
+                   <int>K2, <int>(ce - cb), <int>C, <int>C)
     for r in range(rows * Wp):
         j = j0 + r // Wp
         i = r % Wp
         d = ((n * c.H + info[0] + c.sh * j) * c.W + info[1] + c.sw * i) * C
-        row = out + r * C
+        row = out + r * C + cb
         if c.storage == STORE_NATIVE:
-            memcpy(<real_acc*>dx + d, row, C * sizeof(real_acc))
+            memcpy(<real_acc*>dx + d + cb, row, (ce - cb) * sizeof(real_acc))
         elif real_acc is float:
-            from_f32(row, <uint16_t*>dx + d, C, bf)
+            from_f32(row, <uint16_t*>dx + d + cb, ce - cb, bf)
 
 
 cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t py,
@@ -1014,7 +1037,7 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
                 if real_acc is float:
                     _tile_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
             elif not c.dnnl:
-                _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], c)
+                _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
             elif real_acc is float:
                 _dnnl_band(dy, work, dx, u // c.units, p // step, k * info[6], t, c)
             return
@@ -1172,6 +1195,8 @@ cdef class ConvPlan:
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)
+            if not tiles and not dnnl:
+                c.tile_cols = _gather_cols(c.N * c.units, c.C)
             return
         if per_image:
             c.work_per_thread = (0 if c.direct else c.cap * c.OW * K)
