@@ -15,7 +15,9 @@
 #     parallel;
 #   gather (_gather_phase_band; the threads share out the bands of every image, so any N): the
 #     transposed convolution as GEMMs of gathered dy against the filter, one per stride phase,
-#     whose inner dimension is taps * out_c instead of out_c (docs/performance.md);
+#     whose inner dimension is taps * out_c instead of out_c (docs/performance.md); with
+#     fewer than GATHER_SPLIT_UNITS bands in all, each band's GEMM is split into groups of
+#     columns (_gather_cols) that the threads share too;
 #   oneDNN (_dnnl_band; any N: the threads share out the bands of every image): the gather
 #     with oneDNN's single-threaded matmuls, one per tap row of each band, on float32 or on
 #     dy's own 16-bit values (bfloat16, float16), or, where a phase's taps read runs of dy's
