@@ -483,6 +483,20 @@ def _one_hot_dy(w, n, h, wd, nchw, ch=0):
     return got, want
 
 
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+def test_float64_gather_puts_each_tap_at_its_dx_position(nchw, monkeypatch):
+    """One image in float64 takes our gather, whose filter taps are copied transposed (in
+    16 x 16 tiles of 8-byte values where the CPU has AVX512F, as are NCHW's dy and dx): a
+    one-hot dy (_one_hot_dy) on output channel 37 of 48 puts that channel's taps, C = 80, at
+    their dx positions exactly, and nothing else anywhere."""
+    used = spy(monkeypatch, cython_backend, "_use_gather")
+    w = (np.arange(3 * 3 * 80 * 48).reshape(3, 3, 80, 48) % 13 - 6).astype(np.float64)
+    got, want = _one_hot_dy(w, 1, 9, 9, nchw, 37)
+    assert used == [True]
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+
+
 @needs_onednn
 @pytest.mark.parametrize("half_gemm", ["native", "float32"])
 def test_float16_through_onednn_sums_in_float32(half_gemm, monkeypatch):

@@ -56,7 +56,7 @@ def to_float32(arr, nthreads):
 
 @functools.lru_cache(maxsize=None)
 def _simd_transposes():
-    """Whether conv_filter_taps may transpose 4-byte values in AVX-512 registers (asked once:
+    """Whether conv_filter_taps may transpose 4- and 8-byte values in AVX-512 registers (asked once:
     it is on every conv's path)."""
     return _kernels.conv_tiles_built() and _cpu_has("AVX512F")
 

@@ -65,6 +65,8 @@ cdef extern from "tiles.h":
     int tfc_tiles_built() noexcept nogil
     void transpose16 "tfc_transpose16"(const float* src, Py_ssize_t lss, float* dst,
                                        Py_ssize_t lds) noexcept nogil
+    void transpose16_8 "tfc_transpose16_8"(const double* src, Py_ssize_t lss, double* dst,
+                                           Py_ssize_t lds) noexcept nogil
     void transpose16_wide "tfc_transpose16_wide"(const uint16_t* src, Py_ssize_t lss,
                                                  float* dst, Py_ssize_t lds,
                                                  int half) noexcept nogil
@@ -233,7 +235,7 @@ cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
     """out[o, c] = w[c, o] for o in o0 .. o0 + TAP_TILE (and below OC), every c: one tap's
     [C, OC] transposed into [OC, C], tile by tile; with column blocks (bw, a multiple of
     TAP_TILE), as [C / bw] blocks of [OC, bw] (the last one narrower). ``simd``: whole tiles
-    of 4-byte values in AVX-512 registers (tiles.h)."""
+    of 4- and 8-byte values in AVX-512 registers (tiles.h)."""
     cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width
     cdef word_t* d
     while c0 < C:
@@ -244,6 +246,9 @@ cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
         if word_t is uint32_t and simd and c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
             transpose16(<const float*>(w + c0 * OC + o0), OC,
                         <float*>(d + o0 * width + c0 - b0), width)
+        elif word_t is uint64_t and simd and c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
+            transpose16_8(<const double*>(w + c0 * OC + o0), OC,
+                          <double*>(d + o0 * width + c0 - b0), width)
         else:
             for o in range(o0, o1):
                 for c in range(c0, c1):
@@ -289,8 +294,9 @@ def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_t
     GEMMs; in parallel, a copy of each element's bits. w: [fh * fw, C, OC], out:
     [len(rows), OC, C], C-contiguous, of one element size (2, 4 or 8 bytes). ``block`` (a
     multiple of 16; 0: C): each tap's matrix as column blocks, [OC, block] each (the last one
-    narrower), one after the other (the tile kernel's filter, tiles.h). ``simd``: 4-byte
-    values in AVX-512 registers, only where tfc_tiles_built() and the CPU has AVX512F."""
+    narrower), one after the other (the tile kernel's filter, tiles.h). ``simd``: 4- and
+    8-byte values in AVX-512 registers, only where tfc_tiles_built() and the CPU has
+    AVX512F."""
     cdef Py_ssize_t taps = cnp.PyArray_SIZE(rows), size = cnp.PyArray_ITEMSIZE(w)
     cdef Py_ssize_t C = cnp.PyArray_DIM(w, 1), OC = cnp.PyArray_DIM(w, 2)
     cdef Py_ssize_t bw = block if block > 0 else C

@@ -85,6 +85,38 @@ static __attribute__((target("avx512f"))) void tfc_transpose16(
     tfc_transpose16_store(r, dst, lds);
 }
 
+/* dst[o * lds + c] = src[c * lss + o] for c, o < 8: an 8 x 8 tile of 8-byte values
+   transposed in registers (unpacks, then two rounds of 128-bit lane shuffles). */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_transpose8_8(
+        const double *src, Py_ssize_t lss, double *dst, Py_ssize_t lds) {
+    __m512d r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_pd(src + i * lss);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+    }
+    /* r[0..3]: rows 0-3's columns (0, 4), (1, 5), (2, 6), (3, 7); r[4..7]: rows 4-7's */
+    for (int h = 0; h < 8; h += 4) {
+        r[h] = _mm512_shuffle_f64x2(t[h], t[h + 2], 0x88);
+        r[h + 1] = _mm512_shuffle_f64x2(t[h + 1], t[h + 3], 0x88);
+        r[h + 2] = _mm512_shuffle_f64x2(t[h], t[h + 2], 0xdd);
+        r[h + 3] = _mm512_shuffle_f64x2(t[h + 1], t[h + 3], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm512_storeu_pd(dst + i * lds, _mm512_shuffle_f64x2(r[i], r[i + 4], 0x88));
+        _mm512_storeu_pd(dst + (i + 4) * lds, _mm512_shuffle_f64x2(r[i], r[i + 4], 0xdd));
+    }
+}
+
+/* tfc_transpose16 for 8-byte values: a 16 x 16 tile as four 8 x 8 ones. Moves bits only. */
+static __attribute__((target("avx512f"))) void tfc_transpose16_8(
+        const double *src, Py_ssize_t lss, double *dst, Py_ssize_t lds) {
+    tfc_transpose8_8(src, lss, dst, lds);
+    tfc_transpose8_8(src + 8, lss, dst + 8 * lds, lds);
+    tfc_transpose8_8(src + 8 * lss, lss, dst + 8, lds);
+    tfc_transpose8_8(src + 8 * lss + 8, lss, dst + 8 * lds + 8, lds);
+}
+
 /* tfc_transpose16 of a tile of float16 (half 1) or bfloat16 (half 2) values, each widened
    to float32 exactly as it is loaded (vcvtph2ps; a bfloat16's bits shifted into a float32's
    upper half), for a half-type filter's taps in the tile kernel's groups (conv.pxi's
@@ -484,6 +516,10 @@ static void tfc_transpose16(const float *src, Py_ssize_t lss, float *dst, Py_ssi
 static void tfc_transpose16_wide(const uint16_t *src, Py_ssize_t lss, float *dst,
                                  Py_ssize_t lds, int half) {
     (void)src; (void)lss; (void)dst; (void)lds; (void)half;
+}
+
+static void tfc_transpose16_8(const double *src, Py_ssize_t lss, double *dst, Py_ssize_t lds) {
+    (void)src; (void)lss; (void)dst; (void)lds;
 }
 
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
