@@ -880,11 +880,11 @@ def _run_conv(problem):
     gemm = _gemm_type(p.dtype)
     if _use_direct(p, direct, gemm, nthreads):
         filt = np.ascontiguousarray(p.filter).reshape(p.C, p.OC)
-        wide = gemm != p.dtype      # a half type widened, its float32 dx rounded once
-        if wide:
+        widened = gemm != p.dtype   # a half type widened, its float32 dx rounded once
+        if widened:
             dy, filt = to_float32(dy, nthreads), to_float32(filt, nthreads)
         dx = _direct(dy, filt, p.N * p.H * p.W, p.OC, p.C, nthreads)
-        dx = (round_to(dx, p.dtype, nthreads) if wide else dx).reshape(p.N, p.H, p.W, p.C)
+        dx = (round_to(dx, p.dtype, nthreads) if widened else dx).reshape(p.N, p.H, p.W, p.C)
         return dx if p.channels_last else _channels_first(dx, nthreads)
     h_tab = _shared_tables(_kernels.conv_axis_table, p.H, p.OH, p.fh, p.sh, p.dh, p.pad_top)
     w_tab = _shared_tables(_kernels.conv_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left)

@@ -34,7 +34,7 @@
 #     (float32 at stride 1: 10; oc_lanes, tfc_oc_rows) the tiles put 16 of dy's output
 #     channels in the lanes instead and sum each dx value's lanes at the end. Where the
 #     filter's taps for all of C take more than TILE_FILTER_BYTES, the bands run once per
-#     group of column blocks whose taps fit (tile_cols), so that group stays in L2 for all of
+#     group of column blocks whose taps fit (group_cols), so that group stays in L2 for all of
 #     a thread's images instead of the whole filter passing through it on every row; the
 #     threads share out the groups (each its own run of them) and, for groups of at most
 #     TILE_RAW_BYTES, each copies the taps of the groups it runs from the filter itself
@@ -230,50 +230,38 @@ cdef enum:
     TAP_TILE = 16   # the transpose's square tiles: 16 x 16 elements, within L1 on both sides
 
 
-cdef void _tap_block(const word_t* w, word_t* out, Py_ssize_t C, Py_ssize_t OC,
-                     Py_ssize_t o0, Py_ssize_t bw, bint simd) noexcept nogil:
+cdef void _tap_block(const word_t* w, void* out, Py_ssize_t C, Py_ssize_t OC, Py_ssize_t o0,
+                     Py_ssize_t bw, bint simd, int widen) noexcept nogil:
     """out[o, c] = w[c, o] for o in o0 .. o0 + TAP_TILE (and below OC), every c: one tap's
     [C, OC] transposed into [OC, C], tile by tile; with column blocks (bw, a multiple of
     TAP_TILE), as [C / bw] blocks of [OC, bw] (the last one narrower). ``simd``: whole tiles
-    of 4- and 8-byte values in AVX-512 registers (tiles.h)."""
-    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width
-    cdef word_t* d
+    of 4- and 8-byte values in AVX-512 registers (tiles.h). ``widen`` (2-byte values only):
+    float16 (1) or bfloat16 (2) values, each widened to float32 exactly as it is copied, out
+    holding float32 (whole tiles in AVX-512 registers with ``simd`` too): the tile kernel's
+    groups of taps (_tile_group_taps)."""
+    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width, at
+    cdef bint whole
     while c0 < C:
         c1 = min(c0 + TAP_TILE, C)
         b0 = c0 - c0 % bw
         width = min(bw, C - b0)
-        d = out + b0 * OC
-        if word_t is uint32_t and simd and c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
-            transpose16(<const float*>(w + c0 * OC + o0), OC,
-                        <float*>(d + o0 * width + c0 - b0), width)
-        elif word_t is uint64_t and simd and c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
-            transpose16_8(<const double*>(w + c0 * OC + o0), OC,
-                          <double*>(d + o0 * width + c0 - b0), width)
+        at = b0 * OC + o0 * width + c0 - b0     # out's (o0, c0), in values
+        whole = simd and c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE
+        if word_t is uint16_t and widen and whole:
+            transpose16_wide(w + c0 * OC + o0, OC, <float*>out + at, width, widen)
+        elif word_t is uint32_t and whole:
+            transpose16(<const float*>(w + c0 * OC + o0), OC, <float*>out + at, width)
+        elif word_t is uint64_t and whole:
+            transpose16_8(<const double*>(w + c0 * OC + o0), OC, <double*>out + at, width)
+        elif word_t is uint16_t and widen:
+            for o in range(o0, o1):
+                for c in range(c0, c1):
+                    to_f32(w + c * OC + o, <float*>out + at + (o - o0) * width + c - c0, 1,
+                           widen == STORE_BFLOAT16)
         else:
             for o in range(o0, o1):
                 for c in range(c0, c1):
-                    d[o * width + c - b0] = w[c * OC + o]
-        c0 = c1
-
-
-cdef void _tap_block_wide(const uint16_t* w, float* out, Py_ssize_t C, Py_ssize_t OC,
-                          Py_ssize_t o0, Py_ssize_t bw, int half) noexcept nogil:
-    """_tap_block with AVX-512 tiles of a float16 (half 1) or bfloat16 (half 2) filter,
-    each value widened to float32 exactly as it is copied: the tile kernel's groups of taps
-    (_tile_group_taps)."""
-    cdef Py_ssize_t c0 = 0, c1, c, o, o1 = min(o0 + TAP_TILE, OC), b0, width
-    cdef float* d
-    while c0 < C:
-        c1 = min(c0 + TAP_TILE, C)
-        b0 = c0 - c0 % bw
-        width = min(bw, C - b0)
-        d = out + b0 * OC
-        if c1 - c0 == TAP_TILE and o1 - o0 == TAP_TILE:
-            transpose16_wide(w + c0 * OC + o0, OC, d + o0 * width + c0 - b0, width, half)
-        else:
-            for o in range(o0, o1):
-                for c in range(c0, c1):
-                    to_f32(w + c * OC + o, d + o * width + c - b0, 1, half == STORE_BFLOAT16)
+                    (<word_t*>out)[at + (o - o0) * width + c - c0] = w[c * OC + o]
         c0 = c1
 
 
@@ -284,7 +272,7 @@ cdef void _filter_taps(const word_t* w, const int32_t* rows, word_t* out, Py_ssi
     for u in prange(taps * blocks, schedule='static', num_threads=num_threads):
         i = u // blocks
         _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE, bw,
-                   simd)
+                   simd, 0)
 
 
 def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_threads,
@@ -348,12 +336,13 @@ cdef struct ConvArgs:
     # the tile kernel (_tile_phase_band; no GEMM, no gathered copy)
     bint tiles
     bint oc_lanes           # the tile kernel for few channels (tfc_oc_rows); taps [C, tile_k]
-    Py_ssize_t tile_cols    # dx columns per pass of the tile kernel (see above), or per
-                            # GEMM of our gather where it splits them (_gather_cols); else C
+    # dx columns per group: per pass of the tile kernel (see above), or per GEMM of our
+    # gather where it splits them (_gather_cols); else C (one group). Units: _groups
+    Py_ssize_t group_cols
     Py_ssize_t tile_c       # the tile kernel's filter columns, C rounded up to 16; else C
     Py_ssize_t tile_k       # oc_lanes: OC rounded up to 16, each tap's [C, tile_k]; else OC
     Py_ssize_t tile_window  # a half type's widened dy rows per worker (_tile_window); else 0
-    # more than one group of tile_cols columns: ph_b is the filter itself ([fh * fw, tile_c,
+    # more than one group of group_cols columns: ph_b is the filter itself ([fh * fw, tile_c,
     # OC], dy's type, zeros from C on), whose taps tile_rows[i] each worker transposes (and
     # widens) for one group at a time (_tile_group_taps); else ph_b holds every tap's matrix
     bint tile_raw
@@ -892,11 +881,11 @@ cdef void _tile_group_taps(float* work, Py_ssize_t cb, Py_ssize_t ce,
         o0 = 0
         while o0 < c.OC:
             if c.storage == STORE_NATIVE:
-                _tap_block(<const uint32_t*>c.ph_b + at, <uint32_t*>out + i * c.OC * (ce - cb),
-                           ce - cb, c.OC, o0, TFC_TILE_C, True)
+                _tap_block(<const uint32_t*>c.ph_b + at, out + i * c.OC * (ce - cb), ce - cb,
+                           c.OC, o0, TFC_TILE_C, True, 0)
             else:
-                _tap_block_wide(<const uint16_t*>c.ph_b + at, out + i * c.OC * (ce - cb),
-                                ce - cb, c.OC, o0, TFC_TILE_C, c.storage)
+                _tap_block(<const uint16_t*>c.ph_b + at, out + i * c.OC * (ce - cb), ce - cb,
+                           c.OC, o0, TFC_TILE_C, True, c.storage)
             o0 += TAP_TILE
 
 
@@ -1053,10 +1042,16 @@ cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, P
         p = p + step
 
 
+cdef inline Py_ssize_t _groups(const ConvArgs* c) noexcept nogil:
+    """The gather's groups of group_cols dx columns (tile_c of them in all): each band of
+    each image is a unit of work once per group."""
+    return (c.tile_c + c.group_cols - 1) // c.group_cols
+
+
 cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx,
                     const ConvArgs* c, int num_threads) noexcept nogil:
-    cdef Py_ssize_t t, n, last, iy, cb, M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
-    cdef Py_ssize_t groups = (c.tile_c + c.tile_cols - 1) // c.tile_cols, have
+    cdef Py_ssize_t t, n, last, iy, cb, ce, groups = _groups(c), have
+    cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C
     cdef bint half = c.storage != STORE_NATIVE
     cdef bint bf = c.storage == STORE_BFLOAT16
     cdef const real_acc* dyf
@@ -1064,7 +1059,7 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
     cdef real_acc* mine
     if c.gather:
         # thread t: the t-th of num_threads consecutive runs of units (a unit: one band of one
-        # image, for one group of tile_cols columns with the tile kernel, else all of them),
+        # image, for one group of group_cols columns, or all of them in one group),
         # group by group: consecutive bands of an image stay in one thread where they can,
         # and a filter too large for L2 is split among the threads by its column groups
         # rather than read whole by each; every unit is computed the same way whichever
@@ -1078,14 +1073,14 @@ cdef void _conv_run(const void* dy, const real_acc* w2, real_acc* work, void* dx
             last = groups * c.N * c.units * (t + 1) // num_threads
             have = -1
             while n < last:
-                cb = n // (c.N * c.units) * c.tile_cols
+                cb = n // (c.N * c.units) * c.group_cols
+                ce = min(cb + c.group_cols, c.tile_c)
                 if real_acc is float:
                     if c.tile_raw and cb != have:
-                        _tile_group_taps(work + t * c.work_per_thread, cb,
-                                         min(cb + c.tile_cols, c.tile_c), c)
+                        _tile_group_taps(work + t * c.work_per_thread, cb, ce, c)
                         have = cb
                 _gather_unit(dy, work + t * c.work_per_thread, dx, n % (c.N * c.units), t, cb,
-                             min(cb + c.tile_cols, c.tile_c), c)
+                             ce, c)
                 n = n + 1
         return
     if c.per_image:
@@ -1151,7 +1146,7 @@ cdef class ConvPlan:
         c.gather = gather is not None
         c.dnnl = False
         c.tiles = c.oc_lanes = False
-        c.tile_cols = c.tile_c = c.C
+        c.group_cols = c.tile_c = c.C
         c.tile_k = c.OC
         c.tile_window = 0
         c.tile_raw = False
@@ -1180,7 +1175,7 @@ cdef class ConvPlan:
                     c.tile_k = (c.OC + 15) // 16 * 16
                 else:
                     c.tile_c = (c.C + 15) // 16 * 16
-                    c.tile_cols = _tile_cols(c.fh * c.fw, c.OC)
+                    c.group_cols = _tile_cols(c.fh * c.fw, c.OC)
                     c.tile_raw = _tile_raw(c.fh * c.fw, c.C, c.OC)
                 c.tile_rows = <const int32_t*>_data(tap_rows)
                 c.tile_taps_n = tap_rows.shape[0]
@@ -1199,12 +1194,12 @@ cdef class ConvPlan:
                 c.tile_window = _tile_window(c)
                 c.work_per_thread += _tile_widened(c) + _tile_widened(c) % 2
                 if c.tile_raw:
-                    c.work_per_thread += 16 + c.tile_taps_n * c.OC * c.tile_cols
+                    c.work_per_thread += 16 + c.tile_taps_n * c.OC * c.group_cols
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)
             if not tiles and not dnnl:
-                c.tile_cols = _gather_cols(c.N * c.units, c.C)
+                c.group_cols = _gather_cols(c.N * c.units, c.C)
             return
         if per_image:
             c.work_per_thread = (0 if c.direct else c.cap * c.OW * K)
@@ -1249,11 +1244,11 @@ cdef class ConvPlan:
 
     def units(self):
         """How many units of work the threads can share: the bands of every image (the
-        gathers; the tile kernel's, once per group of tile_cols columns), the images (the
-        per-image col2im), or 1."""
+        gathers, once per group of group_cols columns), the images (the per-image col2im), or
+        1."""
         c = &self.args
         if c.gather:
-            return c.N * c.units * ((c.tile_c + c.tile_cols - 1) // c.tile_cols)
+            return c.N * c.units * _groups(c)
         return c.N if c.per_image else 1
 
     def workspace(self, int num_threads):
