@@ -36,6 +36,22 @@ def _run(case, dtype, rng, n=3, h=23, w=9, c=3, oc=4):
     return got, ref, scale
 
 
+def _same_bits_on(threads, f):
+    """f() on each of the thread counts ``threads`` in turn (the count restored after),
+    asserting that the results have the same bits; returns them."""
+    old = T.get_num_threads()
+    outs = []
+    try:
+        for k in threads:
+            T.set_num_threads(k)
+            outs.append(f())
+    finally:
+        T.set_num_threads(old)
+    for o in outs[1:]:
+        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+    return outs
+
+
 @pytest.mark.parametrize("band_bytes", [1, 40])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16],
@@ -63,16 +79,8 @@ def test_ring_is_used_and_bounded(rng):
 def test_ring_same_bits_on_any_thread_count(dtype, monkeypatch):
     monkeypatch.setattr(cython_backend, "BAND_GEMM_BYTES", 1)
     monkeypatch.setattr(cython_backend, "ONEDNN", "off")  # the ring, with or without oneDNN
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            outs.append(_run((3, 3, 2, 2, (1, 2, 0, 1)), dtype, np.random.default_rng(5), n=5)[0])
-    finally:
-        T.set_num_threads(old)
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+    _same_bits_on((1, 2, 3), lambda: _run((3, 3, 2, 2, (1, 2, 0, 1)), dtype,
+                                          np.random.default_rng(5), n=5)[0])
 
 
 # The gather strategy (conv.pxi: _conv_image_gather; the default for float32 filters with fewer
@@ -226,17 +234,8 @@ def test_through_onednn_matmul_matches_reference(case_w, dtype, half_gemm, value
 def test_through_onednn_same_bits_on_any_thread_count(case_w, dtype, half_gemm, monkeypatch):
     _onednn(monkeypatch, half_gemm, 200)
     case, w = case_w
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3, 5):
-            T.set_num_threads(k)
-            outs.append(_run(case, dtype, np.random.default_rng(5), n=7, h=22, w=w, c=17,
-                             oc=33)[0])
-    finally:
-        T.set_num_threads(old)
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
+    _same_bits_on((1, 2, 3, 5), lambda: _run(case, dtype, np.random.default_rng(5), n=7, h=22,
+                                             w=w, c=17, oc=33)[0])
 
 
 # one image, through our BLAS (TFCOMPAT_ONEDNN=off) and through oneDNN
@@ -268,19 +267,11 @@ def test_one_image_shares_its_bands_between_threads(case, dtype, path, monkeypat
 def _on_1_2_3_threads(case, dtype, seed, n=1, **sizes):
     """``n`` images (one unless said) of ``case`` within tolerance of the reference, the same
     bits on 1, 2 and 3 threads; returns the result."""
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            got, ref, scale = _run(case, dtype, np.random.default_rng(seed), n=n, **sizes)
-            assert_close(got, ref, scale, dtype, CONV_TOL)
-            outs.append(got)
-    finally:
-        T.set_num_threads(old)
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
-    return outs[0]
+    def one():
+        got, ref, scale = _run(case, dtype, np.random.default_rng(seed), n=n, **sizes)
+        assert_close(got, ref, scale, dtype, CONV_TOL)
+        return got
+    return _same_bits_on((1, 2, 3), one)[0]
 
 
 @pytest.mark.parametrize("dtype, path", [p for p in ONE_IMAGE_PATHS
@@ -341,17 +332,8 @@ def test_float32_1x1_as_one_onednn_matmul(fmt, n, hw, c, oc, budget, monkeypatch
     dy = nhwc if fmt == "NHWC" else np.ascontiguousarray(nhwc.transpose(0, 3, 1, 2))
     sizes = [n, hw, hw, c] if fmt == "NHWC" else [n, c, hw, hw]
     kw = dict(strides=[1, 1, 1, 1], padding="VALID", data_format=fmt)
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            outs.append(T.conv2d_backprop_input(sizes, filt, dy, **kw))
-    finally:
-        T.set_num_threads(old)
+    outs = _same_bits_on((1, 2, 3), lambda: T.conv2d_backprop_input(sizes, filt, dy, **kw))
     assert used == [True] * 3
-    for o in outs[1:]:
-        assert np.array_equal(o, outs[0])
     f64 = np.float64
     ref = T.conv2d_backprop_input(sizes, filt.astype(f64), dy.astype(f64), backend="numpy", **kw)
     scale = T.conv2d_backprop_input(sizes, np.abs(filt.astype(f64)), np.abs(dy.astype(f64)),
@@ -384,17 +366,9 @@ def test_half_1x1_widened_to_float32_as_one_onednn_matmul(dtype, n, hw, c, oc, f
     dy = rng.standard_normal((n, hw, hw, oc)).astype(dtype)
     kw = dict(strides=[1, 1, 1, 1], padding="VALID")
     used = spy(monkeypatch, cython_backend, "_use_direct")
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3):
-            T.set_num_threads(k)
-            outs.append(T.conv2d_backprop_input([n, hw, hw, c], filt, dy, **kw))
-    finally:
-        T.set_num_threads(old)
+    outs = _same_bits_on((1, 2, 3),
+                         lambda: T.conv2d_backprop_input([n, hw, hw, c], filt, dy, **kw))
     assert used == [takes] * 3
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
     if takes:
         ref32 = T.conv2d_backprop_input([n, hw, hw, c], filt.astype(F32), dy.astype(F32), **kw)
         assert outs[0].dtype == np.dtype(dtype)
@@ -630,18 +604,9 @@ def test_tiles_match_reference(case, c, oc, w, rng, monkeypatch):
 def test_tiles_same_bits_on_any_thread_count(case, w, monkeypatch):
     used = _tiles(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)   # several bands per phase
-    old = T.get_num_threads()
-    outs = []
-    try:
-        for k in (1, 2, 3, 5):
-            T.set_num_threads(k)
-            outs.append(_run(case, np.float32, np.random.default_rng(5), n=5, h=22, w=w,
-                             c=48, oc=20)[0])
-    finally:
-        T.set_num_threads(old)
+    _same_bits_on((1, 2, 3, 5), lambda: _run(case, np.float32, np.random.default_rng(5), n=5,
+                                             h=22, w=w, c=48, oc=20)[0])
     assert all(used) and len(used) == 4
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint8), outs[0].view(np.uint8))
 
 
 @needs_tiles
