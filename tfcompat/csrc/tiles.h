@@ -120,7 +120,7 @@ static __attribute__((target("avx512f"))) void tfc_transpose16_8(
 /* tfc_transpose16 of a tile of float16 (half 1) or bfloat16 (half 2) values, each widened
    to float32 exactly as it is loaded (vcvtph2ps; a bfloat16's bits shifted into a float32's
    upper half), for a half-type filter's taps in the tile kernel's groups (conv.pxi's
-   _tap_block_wide). */
+   _tap_block with ``widen``). */
 static __attribute__((target("avx512f"))) void tfc_transpose16_wide(
         const uint16_t *src, Py_ssize_t lss, float *dst, Py_ssize_t lds, int half) {
     __m512 r[16];
