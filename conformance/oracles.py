@@ -242,9 +242,22 @@ def torch_available(cuda=False):
 
 
 def torch_oracle(case, inputs, attrs, device="cpu"):
-    """PyTorch autograd for the modes it shares with TF/ORT (CPU or CUDA), else Unsupported."""
+    """PyTorch autograd for the modes it shares with TF/ORT (CPU or CUDA), else Unsupported.
+
+    Resizes that TF computes in float32 (float32 cases, and every ResizeBilinearGrad: its
+    grads are float32) run PyTorch in float32: PyTorch computes sample positions in its op-math
+    type (float for float32 input, double for float64), so only float32 input comes near TF's
+    float32 positions. Every other case runs in float64. Integer results wrap to the case's
+    dtype, as TF's integer sums do (docs/semantics.md); the float64 sums are exact."""
     import torch
     import torch.nn.functional as F
+    ref = _torch_oracle(torch, F, case, inputs, attrs, device)
+    dt = NP_DTYPES[case.dtype]
+    return ref.astype(np.int64).astype(dt) if dt.kind in "iu" else ref
+
+
+def _torch_oracle(torch, F, case, inputs, attrs, device):
+    work = np.float32 if case.dtype == "f32" or case.op == "rbg" else np.float64
     if case.op == "conv":
         p = _conv.conv_problem(inputs, attrs)
         if case.p not in ("VALID",) and not (case.p.startswith("E") and
@@ -267,7 +280,7 @@ def torch_oracle(case, inputs, attrs, device="cpu"):
             mode = {"lg": ("nearest", None), "hp": ("nearest-exact", None)}.get(case.t)
         if mode is None:
             raise Unsupported(f"PyTorch has no {case.kernel_name} mode {case.t!r}")
-        dy = inputs["dy"].astype(np.float64).transpose(0, 3, 1, 2)
+        dy = inputs["dy"].astype(work).transpose(0, 3, 1, 2)
         x_shape = (case.b, case.c) + case.i
         res = _torch_resize_grad(torch, F, x_shape, dy, case.o, mode, None, device)
         return res.transpose(0, 2, 3, 1)
@@ -281,29 +294,30 @@ def torch_oracle(case, inputs, attrs, device="cpu"):
             mode = {"half_pixel": (name, False), "align_corners": (name, True)}.get(t)
         if mode is None:
             raise Unsupported(f"PyTorch has no {case.m}/{t}")
-        dy = inputs["diff_dst"].astype(np.float64)
+        dy = inputs["diff_dst"].astype(work)
         if case.l == "nxc":
             dy = np.moveaxis(dy, -1, 1)
         res = _torch_resize_grad(torch, F, (case.b, case.c) + case.i, dy, case.o, mode, None, device)
         return np.moveaxis(res, 1, -1) if case.l == "nxc" else res
     if case.op == "ortrg":
         align = case.t == "ac"
-        dy = inputs["dY"].astype(np.float64)
+        dy = inputs["dY"].astype(work)
         return _torch_resize_grad(torch, F, (case.b, case.c) + case.i, dy, case.o,
                                   ("bilinear", align), None if align else (case.sc or None), device)
     raise Unsupported(case.op)
 
 
 def _torch_resize_grad(torch, F, x_shape, dy, out_size, mode, scales, device):
-    x = torch.zeros(x_shape, dtype=torch.float64, device=device, requires_grad=True)
+    dy = torch.tensor(np.ascontiguousarray(dy), device=device)
+    x = torch.zeros(x_shape, dtype=dy.dtype, device=device, requires_grad=True)
     name, align = mode
     kw = {} if align is None else {"align_corners": align}
     if scales:
         y = F.interpolate(x, scale_factor=tuple(scales), mode=name, recompute_scale_factor=False, **kw)
     else:
         y = F.interpolate(x, size=tuple(out_size), mode=name, **kw)
-    y.backward(torch.tensor(np.ascontiguousarray(dy), device=device))
-    return x.grad.cpu().numpy()
+    y.backward(dy)
+    return x.grad.cpu().numpy().astype(np.float64)
 
 
 
@@ -319,7 +333,9 @@ class Oracle:
     ``supports(case)`` says beforehand which cases it can take; ``bitwise(case)`` whether a
     float32 result of a bitwise backend must equal it exactly; ``backend`` the registry backend
     this oracle is (None when it is independent of every registered backend);
-    ``cross_check(case, inputs, attrs, ref)`` an optional second opinion for the report."""
+    ``cross_check(case, inputs, attrs, ref)`` an optional second opinion for the report;
+    ``finding(case)`` whether a difference from it is a finding about the oracle rather than a
+    failure of the backend (it counts only under ``--strict``)."""
     name: str
     device: str
     available: Callable[[], bool]
@@ -328,6 +344,7 @@ class Oracle:
     bitwise: Callable[[object], bool] = lambda case: False
     backend: Optional[str] = None
     cross_check: Optional[Callable] = None
+    finding: Callable[[object], bool] = lambda case: False
 
 
 def tf_available():
@@ -344,6 +361,14 @@ def _linear_f64_no_tf(case):
     coordinates, float64 sums) alone."""
     return case.dtype == "f64" and (case.op == "ortrg" or (case.op == "interp"
                                                            and case.m != "nearest"))
+
+
+def _torch_stands_in_for_tf(case):
+    """PyTorch judges in TF's place where TF is missing or has no GPU. It rounds half-pixel
+    sample positions its own way, and on CUDA its nearest-exact backward breaks exact ties its
+    own way (docs/semantics.md §9), so there a difference is a finding about PyTorch. ORT
+    scales that TF cannot express are PyTorch's to judge: those differences are failures."""
+    return not (case.op == "ortrg" and case.sc)
 
 
 def _tape_agreement(case, inputs, attrs, ref):
@@ -372,7 +397,7 @@ ORACLES = [
     Oracle("torch-cpu", "cpu", lambda: torch_available(),
            supports=lambda case: not _linear_f64_no_tf(case),
            compute=lambda case, inputs, attrs: torch_oracle(case, inputs, attrs, "cpu"),
-           backend="torch"),
+           backend="torch", finding=_torch_stands_in_for_tf),
     Oracle("numpy-reference", "cpu", lambda: True, supports=lambda case: True,
            compute=numpy_reference, backend="numpy"),
 ]
@@ -394,7 +419,7 @@ def gpu_oracles(torch_device="cuda"):
                        supports=lambda case: not _linear_f64_no_tf(case),
                        compute=lambda case, inputs, attrs: torch_oracle(case, inputs, attrs,
                                                                         torch_device),
-                       backend="torch")]
+                       backend="torch", finding=_torch_stands_in_for_tf)]
     return []
 
 

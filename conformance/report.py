@@ -9,31 +9,34 @@ import numpy as np
 
 
 def summarize(records):
-    """Rows of (kernel, backend, dtype, device, cases, passed, failed, n/a or self-check,
-    worst norm err, worst ULP)."""
+    """Rows of (kernel, backend, dtype, device, cases, passed, failed, findings, n/a or
+    self-check, worst norm err, worst ULP); a finding (a difference from an oracle that stands
+    in for TF) is not a failure."""
     groups = OrderedDict()
     for r in sorted(records, key=lambda r: (r["kernel"], r["backend"], r["dtype"], r["device"])):
         key = (r["kernel"], r["backend"], r["dtype"], r["device"])
-        g = groups.setdefault(key, {"cases": 0, "passed": 0, "unjudged": 0, "worst": 0.0,
-                                    "ulp": None})
+        g = groups.setdefault(key, {"cases": 0, "passed": 0, "findings": 0, "unjudged": 0,
+                                    "worst": 0.0, "ulp": None})
         g["cases"] += 1
         g["passed"] += bool(r["passed"])
+        g["findings"] += not r["passed"] and bool(r.get("finding"))
         g["unjudged"] += r["outcome"] in ("n/a", "self-check")
         if r["norm_err"] is not None and not (isinstance(r["norm_err"], float) and math.isnan(r["norm_err"])):
             g["worst"] = max(g["worst"], r["norm_err"])
         if r["ulp"] is not None:
             g["ulp"] = max(g["ulp"] or 0, r["ulp"])
-    return [(k[0], k[1], k[2], k[3], g["cases"], g["passed"], g["cases"] - g["passed"],
-             g["unjudged"], g["worst"], g["ulp"]) for k, g in groups.items()]
+    return [(k[0], k[1], k[2], k[3], g["cases"], g["passed"],
+             g["cases"] - g["passed"] - g["findings"], g["findings"], g["unjudged"], g["worst"],
+             g["ulp"]) for k, g in groups.items()]
 
 
-HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed",
+HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed", "findings",
           "n/a or self-check", "worst |err|/S", "worst ULP")
 
 
 def _fmt_row(row):
-    k, b, d, dev, n, p, f, u_, w, u = row
-    return (k, b, d, dev, str(n), str(p), str(f), str(u_),
+    k, b, d, dev, n, p, f, fi, u_, w, u = row
+    return (k, b, d, dev, str(n), str(p), str(f), str(fi), str(u_),
             f"{w:.2e}" if math.isfinite(w) else "inf", "-" if u is None else str(u))
 
 
@@ -82,14 +85,19 @@ def write_json(path, records, meta):
 
 def write_markdown(path, records, meta):
     rows = summarize(records)
-    failing = [r for r in records if not r["passed"]]
+    failing = [r for r in records if not r["passed"] and not r.get("finding")]
+    findings = [r for r in records if not r["passed"] and r.get("finding")]
     lines = ["# tfcompat conformance report", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "gpu_note"]
     lines += ["", f"**GPU:** {meta.get('gpu_note', '')}", "", "## Summary", "", table_markdown(rows), ""]
-    lines += [f"{len(records)} results, {len(failing)} failing.", ""]
-    if failing:
-        lines += ["## Failing cases", ""]
-        for r in failing:
+    lines += [f"{len(records)} results, {len(failing)} failing"
+              + (f", {len(findings)} findings." if findings else "."), ""]
+    for title, group in (("Failing cases", failing),
+                         ("Findings: differences from PyTorch where it stands in for TF", findings)):
+        if not group:
+            continue
+        lines += [f"## {title}", ""]
+        for r in group:
             lines += [f"### `{r['id']}` ({r['backend']}, {r['device']})", "",
                       f"- re-run: `python -m conformance --case {r['id']} --backend {r['backend']}`",
                       f"- inputs: {r['shapes']}", f"- attrs: {r['attrs']}",

@@ -5,7 +5,9 @@ For each device (the CPU, and each GPU oracle), the oracles are tried in order
 backend under test, or raises Unsupported is passed over. The metric is tfcompat.metric's.
 Outcomes: ``bitwise`` (the same bits), ``within`` (within tolerance), ``differs``, ``n/a``
 (the backend raised tfcompat.UnsupportedError: it lacks that mode), ``error`` (it raised
-anything else), ``self-check`` (no oracle but the backend itself could judge it).
+anything else), ``self-check`` (no oracle but the backend itself could judge it). A result that
+differs from an oracle standing in for TF (``Oracle.finding``) is marked a finding: it is
+reported, and counts as a failure only under ``--strict``.
 """
 import time
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ class Result:
     shapes: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     seconds: float = 0.0
+    finding: bool = False  # a difference from an oracle that stands in for TF (Oracle.finding)
 
 
 def tolerance_dtype(case):
@@ -200,9 +203,12 @@ def _run_case(case, backends, devices):
                 ok = False
                 outcome = "differs"
                 notes.append("ORT published vector MISMATCH")
+            finding = not ok and oracle.finding(case)
+            if finding:
+                notes.append(f"a finding about {name}, which stands in for TF here")
             results.append(Result(case.id, case.op, case.kernel_name, case.dtype, b, device, name,
                                   outcome, ok, cmp.norm_err, cmp.index, cmp.got, cmp.ref, ulp,
-                                  bitwise, "; ".join(notes), cross, **common))
+                                  bitwise, "; ".join(notes), cross, finding=finding, **common))
     dt = time.perf_counter() - t0
     for r in results:
         r.seconds = dt

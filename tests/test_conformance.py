@@ -110,6 +110,51 @@ def test_no_gpu_path_says_so(monkeypatch, capsys):
     assert rc == 0 and "GPU: NO GPU FOUND" in out
 
 
+def test_a_difference_from_a_stand_in_oracle_is_a_finding(monkeypatch, tmp_path, capsys):
+    """A GPU oracle that stands in for TF (Oracle.finding) and differs: the result is a
+    finding, listed in the report apart from the failures, counted only under --strict; the
+    same difference from an oracle that does not stand in is a failure."""
+    case = "rnn_b1_i3x5_o5x9_c1_tac_f32"
+
+    def run(finding, *extra):
+        off = O.Oracle("stand-in", "gpu0", lambda: True, supports=lambda c: True,
+                       compute=lambda c, i, a: O.numpy_reference(c, i, a) + 1.0,
+                       finding=lambda c: finding)
+        monkeypatch.setattr(O, "gpu_oracles", lambda torch_device: [off])
+        out, report = tmp_path / "r.json", tmp_path / "r.md"
+        rc = cli.main(["--case", case, "--device", "gpu", "--backend", "cython", "--no-progress",
+                       "--json", str(out), "--report", str(report), *extra])
+        (rec,) = json.loads(out.read_text())["records"]
+        return rc, rec, report.read_text(), capsys.readouterr().out
+
+    rc, rec, text, printed = run(True)
+    assert rc == 0 and rec["outcome"] == "differs" and rec["finding"] and not rec["passed"]
+    assert "## Findings" in text and "## Failing cases" not in text and case in text
+    assert "0 failing, 1 findings" in text and "1 results differ from PyTorch" in printed
+    assert run(True, "--strict")[0] == 1
+    rc, rec, text, _ = run(False)
+    assert rc == 1 and not rec["finding"] and "## Failing cases" in text
+
+
+def test_pytorch_oracle_computes_where_tf_does(monkeypatch, tmp_path):
+    """PyTorch standing in as the GPU oracle (on the CPU here, as --torch-device allows): an
+    align-corners upsample in float32 takes TF's float32 sample positions (in float64 they
+    moved weights by 2.1e-6 of S, over the tolerance), and int8 sums wrap as TF's do (this
+    case's sums reach 190, which TF stores as -66)."""
+    pytest.importorskip("torch")
+    monkeypatch.setattr(O, "tf_gpus", lambda: [])
+    cases = ["rbg_b1_i32x24_o64x48_c8_tac_f32", "rnn_b1_i6x9_o13x4_c64_tlg_i8"]
+    out = tmp_path / "r.json"
+    rc = cli.main([x for c in cases for x in ("--case", c)]
+                  + ["--device", "gpu", "--torch-device", "cpu", "--backend", "cython",
+                     "--backend", "numpy", "--no-progress", "--json", str(out)])
+    recs = json.loads(out.read_text())["records"]
+    assert rc == 0 and len(recs) == 4
+    for r in recs:
+        assert r["oracle"] == "torch-cuda" and r["device"] == "cpu", r
+        assert r["outcome"] in (("bitwise",) if r["dtype"] == "i8" else ("bitwise", "within")), r
+
+
 def test_merge_combines_shards(tmp_path, capsys):
     paths = []
     for k in (1, 2):
