@@ -62,6 +62,9 @@ def test_a_missing_framework_is_unsupported_with_its_install_command(monkeypatch
     monkeypatch.setenv("TFCOMPAT_TFJS_DIR", str(tmp_path))
     with pytest.raises(T.UnsupportedError, match="tfjs_peer install"):
         _nearest_1d("tfjs-cpu", [1, 2], 1)
+    monkeypatch.setattr(tfjs_peer.shutil, "which", lambda name: None)  # no Node.js
+    with pytest.raises(T.UnsupportedError, match="Node.js .*tfjs_peer install"):
+        _nearest_1d("tfjs-cpu", [1, 2], 1)
     import sys
     monkeypatch.setitem(sys.modules, "torch", None)  # an import of torch now fails
     with pytest.raises(T.UnsupportedError, match=r"pip install 'tfcompat\[torch\]'"):

@@ -53,7 +53,8 @@ def install_dir():
 def missing():
     """Why this peer cannot run here, or None."""
     if shutil.which("node") is None:
-        return "Node.js (node) is not on PATH"
+        return ("Node.js (node) is not on PATH: install Node.js 18 or newer, then run "
+                "python -m tfcompat.peers.tfjs_peer install")
     mods = os.path.join(install_dir(), "node_modules", "@tensorflow")
     if not all(os.path.isdir(os.path.join(mods, p)) for p in ("tfjs-core", "tfjs-backend-cpu")):
         return (f"the tfjs packages are not installed in {install_dir()}: run "
