@@ -278,6 +278,26 @@ def test_torch_linear_modes():
 
 
 @torch_
+def test_finding_torch_rounds_the_half_pixel_position_once():
+    """PyTorch computes the half-pixel position (x + 0.5) * scale - 0.5 with one rounding (as a
+    fused multiply-add would; its CUDA kernel gives the same weights), TF with two. 17 -> 41,
+    x = 39: TF's float32 position 15.878048 weighs pixels 15 and 16 by 0.12195206 and
+    0.87804794; PyTorch's 15.878049 by 0.1219511 and 0.8780489."""
+    I, O, x = 17, 41, 39
+    one_hot = np.zeros(O, f32)
+    one_hot[x] = 1.0
+    inputs = {"dy": _width(one_hot), "images": np.zeros((1, 1, I, 1), f32)}
+    scale = f32(I) / f32(O)
+    twice = f32(f32(f32(x) + f32(0.5)) * scale) - f32(0.5)
+    once = f32(np.float64(scale) * (x + 0.5) - 0.5)  # exact in float64, then rounded once
+    assert once != twice
+    for backend, pos in (("torch", once), ("cython", twice)):
+        got = _run(backend, "ResizeBilinearGrad", inputs, {"halfPixelCenters": True}).reshape(-1)
+        lerp = pos - f32(15)
+        assert got[15:17].tolist() == [f32(1) - lerp, lerp] and not got[:15].any(), backend
+
+
+@torch_
 def test_torch_resize_grad_scales_and_conv_padding():
     dy, x = np.ones((1, 1, 6, 6), f32), np.zeros((1, 1, 4, 4), f32)
     out = _run("torch", "ResizeGrad", {"dY": dy, "X": x,
