@@ -244,11 +244,13 @@ def torch_available(cuda=False):
 def torch_oracle(case, inputs, attrs, device="cpu"):
     """PyTorch autograd for the modes it shares with TF/ORT (CPU or CUDA), else Unsupported.
 
-    Resizes that TF computes in float32 (float32 cases, and every ResizeBilinearGrad: its
-    grads are float32) run PyTorch in float32: PyTorch computes sample positions in its op-math
-    type (float for float32 input, double for float64), so only float32 input comes near TF's
-    float32 positions. Every other case runs in float64. Integer results wrap to the case's
-    dtype, as TF's integer sums do (docs/semantics.md); the float64 sums are exact."""
+    Where PyTorch stands in for TF, the resizes TF computes in float32 (float32 cases, and every
+    ResizeBilinearGrad: its grads are float32) run PyTorch in float32: PyTorch computes sample
+    positions in its op-math type (float for float32 input, double for float64), so only
+    float32 input comes near TF's float32 positions. Every other case runs in float64, ORT's
+    scales too: PyTorch's float32 path multiplies by a rounded 1 / scale where ORT divides, and
+    its float64 positions come nearer ORT's. Integer results wrap to the case's dtype, as TF's
+    integer sums do (docs/semantics.md); the float64 sums are exact."""
     import torch
     import torch.nn.functional as F
     ref = _torch_oracle(torch, F, case, inputs, attrs, device)
@@ -257,7 +259,8 @@ def torch_oracle(case, inputs, attrs, device="cpu"):
 
 
 def _torch_oracle(torch, F, case, inputs, attrs, device):
-    work = np.float32 if case.dtype == "f32" or case.op == "rbg" else np.float64
+    tf_float32 = _torch_stands_in_for_tf(case) and (case.dtype == "f32" or case.op == "rbg")
+    work = np.float32 if tf_float32 else np.float64
     if case.op == "conv":
         p = _conv.conv_problem(inputs, attrs)
         if case.p not in ("VALID",) and not (case.p.startswith("E") and
