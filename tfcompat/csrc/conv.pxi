@@ -674,6 +674,18 @@ cdef void _gather_phase_band(const void* dy, real_acc* work, void* dx, Py_ssize_
             from_f32(row, <uint16_t*>dx + d + cb, ce - cb, bf)
 
 
+cdef inline Py_ssize_t _tap_rows(const int32_t* offy, Py_ssize_t taps,
+                                 Py_ssize_t* hi) noexcept nogil:
+    """The least of a phase's taps' dy row offsets offy[0:taps] (taps >= 1); the greatest in
+    hi."""
+    cdef Py_ssize_t ta, lo = offy[0]
+    hi[0] = offy[0]
+    for ta in range(1, taps):
+        lo = min(lo, <Py_ssize_t>offy[ta])
+        hi[0] = max(hi[0], <Py_ssize_t>offy[ta])
+    return lo
+
+
 cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t py,
                      Py_ssize_t j0, Py_ssize_t t, const ConvArgs* c) noexcept nogil:
     """One band of the gather with oneDNN's matmul (c.dnnl), by worker t: dx rows
@@ -751,10 +763,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
             continue
         # the band's tap rows read dy rows j0 + lo .. j0 + rows - 1 + hi (tap row ta of
         # phase row j: dy row j + offy[ta])
-        lo = hi = offy[0]
-        for ta in range(info[4]):
-            lo = min(lo, offy[ta])
-            hi = max(hi, offy[ta])
+        lo = _tap_rows(offy, info[4], &hi)
         # A per tap row: the gather's dy rows with their taps_x taps each (classes 0, one
         # tap row, offy = 0), or column class k's dy rows shifted by offx[0] + k columns
         # (the Python layer's _column_classes; dy_is_a), read in place where that is 0 and
@@ -814,18 +823,6 @@ cdef extern from *:
     enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
 
 CONV_TILE_WIDE_VALUES = TILE_WIDE_VALUES
-
-
-cdef inline Py_ssize_t _tap_rows(const int32_t* offy, Py_ssize_t taps,
-                                 Py_ssize_t* hi) noexcept nogil:
-    """The least of a phase's taps' dy row offsets offy[0:taps] (taps >= 1); the greatest in
-    hi."""
-    cdef Py_ssize_t ta, lo = offy[0]
-    hi[0] = offy[0]
-    for ta in range(1, taps):
-        lo = min(lo, <Py_ssize_t>offy[ta])
-        hi[0] = max(hi[0], <Py_ssize_t>offy[ta])
-    return lo
 
 
 cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:
