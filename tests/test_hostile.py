@@ -237,6 +237,96 @@ def test_huge_requests_fail_cleanly():
                                 strides=[1, 1, 1, 1], padding="VALID")
 
 
+@pytest.mark.parametrize("backend", ["cython", "numpy"])
+@pytest.mark.parametrize("stride", [9, 3000, 2 ** 31 - 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+def test_conv_stride_beyond_the_image(backend, stride, dtype, fmt):
+    """A stride larger than the image: dy is one pixel, and with SAME padding (need =
+    max(0, 0 * stride + 3 - 8) = 0, so no pad) dx[y, x] = w[y, x] @ dy for y, x < 3, zero
+    elsewhere, by hand. The work must not grow with the stride (a table per stride phase
+    once took minutes and gigabytes at 3,000)."""
+    rng = np.random.default_rng(stride)
+    w = rng.standard_normal((3, 3, 5, 4)).astype(dtype)
+    dy = rng.standard_normal((2, 1, 1, 4)).astype(dtype)
+    want = np.zeros((2, 8, 7, 5))
+    want[:, :3, :3] = np.einsum("yxco,no->nyxc", w.astype(np.float64), dy[:, 0, 0].astype(np.float64))
+    scale = np.zeros_like(want)
+    scale[:, :3, :3] = np.einsum("yxco,no->nyxc", np.abs(w.astype(np.float64)),
+                                 np.abs(dy[:, 0, 0].astype(np.float64)))
+    if fmt == "NHWC":
+        got = T.conv2d_backprop_input([2, 8, 7, 5], w, dy, strides=[1, stride, stride, 1],
+                                      padding="SAME", backend=backend)
+    else:
+        got = T.conv2d_backprop_input([2, 5, 8, 7], w, dy.transpose(0, 3, 1, 2),
+                                      strides=[1, 1, stride, stride], padding="SAME",
+                                      data_format="NCHW", backend=backend).transpose(0, 2, 3, 1)
+    assert_close(got, want, scale, dtype, CONV_TOL, f"stride {stride}")
+    assert not got[:, 3:].any() and not got[:, :, 3:].any()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [1, 2])
+def test_conv_stride_phases_more_than_a_gather_takes(dtype, n):
+    """A stride of 70 on a 140 x 150 image: 4,900 stride phases of 2 x 2 or 2 x 3 pixels, more
+    than the phase-based strategies take (the col2im runs it), against the NumPy reference;
+    and the same bits on 1 and 2 threads."""
+    rng = np.random.default_rng(n)
+    w = rng.standard_normal((3, 4, 16, 8)).astype(dtype)
+    dy = rng.standard_normal((n, 2, 3, 8)).astype(dtype)
+    kw = dict(strides=[1, 70, 70, 1], padding="VALID")
+    want = T.conv2d_backprop_input([n, 140, 150, 16], w, dy, backend="numpy", **kw)
+    from tfcompat.backends.numpy_backend import conv_backprop_input
+    from tfcompat._conv import conv_problem
+    scale = conv_backprop_input(conv_problem({"dy": dy, "filter": w},
+                                             {"inputShape": [n, 140, 150, 16], "strides": 70}),
+                                absolute=True)
+    got = []
+    for threads in (1, 2):
+        T.set_num_threads(threads)
+        got.append(T.conv2d_backprop_input([n, 140, 150, 16], w, dy, **kw))
+    assert_close(got[0], want, scale, dtype, CONV_TOL)
+    assert np.array_equal(got[0].view(np.uint8), got[1].view(np.uint8))
+
+
+def test_conv_extents_beyond_int32_are_refused():
+    """TF's strides and dilations are int32 attributes (larger ones abort TF 2.21's process);
+    our tables hold the dilated filter's extent and the pads as int32: a clear error names
+    the argument."""
+    w = np.ones((3, 3, 2, 2), np.float32)
+    dy = np.ones((1, 1, 1, 2), np.float32)
+    with pytest.raises(ValueError, match=r"strides: got \[2147483648, 1\]"):
+        T.conv2d_backprop_input([1, 4, 4, 2], w, dy, strides=[1, 2 ** 31, 1, 1], padding="SAME")
+    with pytest.raises(ValueError, match=r"dilations: got \[1, 1099511627776\]"):
+        T.conv2d_backprop_input([1, 4, 4, 2], w, np.ones((1, 4, 4, 2), np.float32),
+                                strides=[1, 1, 1, 1], padding="SAME",
+                                dilations=[1, 1, 2 ** 40, 1])
+    with pytest.raises(ValueError, match="dilations: .* spans 2147483649 positions"):
+        T.conv2d_backprop_input([1, 4, 4, 2], w, np.ones((1, 4, 4, 2), np.float32),
+                                strides=[1, 1, 1, 1], padding="SAME",
+                                dilations=[1, 2 ** 30, 1, 1])
+    with pytest.raises(ValueError, match="pad: .* expected values at most 2147483647"):
+        T.conv2d_backprop_input([1, 4, 4, 2], w, dy, strides=[1, 2 ** 31 - 1, 1, 1],
+                                padding="EXPLICIT",
+                                explicit_paddings=[0, 0, 2 ** 31, 2 ** 31, 0, 0, 0, 0])
+
+
+def test_big_endian_inputs_are_read_as_their_numbers():
+    """Arrays in the other byte order (FITS files, network formats) hold the same numbers, and
+    TF takes them so: by hand, a 2 x 2 dy onto a 1 x 1 image sums it (10), and a 1 x 1 filter
+    of 2 doubles dy; dx comes out in the machine's byte order."""
+    dy = np.array([1, 2, 3, 4]).reshape(1, 2, 2, 1)
+    got = T.resize_nearest_neighbor_grad(dy.astype(">i4"), [1, 1])
+    assert got.dtype == np.int32 and got.ravel().tolist() == [10]
+    got = T.resize_bilinear_grad(dy.astype(">f4"), np.zeros((1, 1, 1, 1), ">f8"))
+    assert got.dtype == np.float64 and got.ravel().tolist() == [10.0]
+    got = T.conv2d_backprop_input([1, 2, 2, 1], np.full((1, 1, 1, 1), 2, ">f4"), dy.astype(">f4"),
+                                  strides=[1, 1, 1, 1], padding="VALID")
+    assert got.dtype == np.float32 and got.ravel().tolist() == [2.0, 4.0, 6.0, 8.0]
+    got = T.resize_grad(dy.reshape(1, 1, 2, 2).astype(">f8"), np.zeros((1, 1, 1, 1), ">f8"))
+    assert got.dtype == np.float64 and got.ravel().tolist() == [10.0]
+
+
 # ------------------------------------------------------------------------------------------
 # Memory: peak within output + bounded scratch; no leak over 1,000 calls
 # ------------------------------------------------------------------------------------------

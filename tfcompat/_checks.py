@@ -34,6 +34,9 @@ def as_array(value, name):
                         f"({exc}); expected an array-like of numbers") from None
     if arr.dtype.kind not in "biuf" and arr.dtype != BFLOAT16:
         raise TypeError(f"{name}: got dtype {arr.dtype}; expected a numeric array")
+    if not arr.dtype.isnative:
+        # big-endian data (FITS files, network formats): the same numbers, as TF takes them
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
 
 

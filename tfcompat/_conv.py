@@ -129,6 +129,22 @@ def _explicit_pads(pad, data_format):
     return pairs[h_i], pairs[w_i]
 
 
+def _check_extents(strides, dilations, ksizes, pads, pad):
+    """Strides, dilations, explicit pads and the dilated filter's extent within int32: TF's
+    strides and dilations are int32 attributes (larger ones abort TF 2.21's process), and our
+    kernels' tables hold dy offsets of up to the filter's extent plus the padding as int32."""
+    for name, vals in (("strides", strides), ("dilations", dilations)):
+        if max(vals) > ck.MAX_AXIS:
+            raise ValueError(f"{name}: got {list(vals)}; expected values at most {ck.MAX_AXIS}")
+    if max(pads) > ck.MAX_AXIS:
+        raise ValueError(f"pad: got {pad!r}; expected values at most {ck.MAX_AXIS}")
+    for k, (f, d) in enumerate(zip(ksizes, dilations)):
+        if (f - 1) * d + 1 > ck.MAX_AXIS:
+            raise ValueError(f"dilations: got {list(dilations)}, with which the filter's spatial "
+                             f"dimension {k} ({f} taps) spans {(f - 1) * d + 1} positions; "
+                             f"expected at most {ck.MAX_AXIS}")
+
+
 def conv_problem(inputs, attrs):
     ck.check_attrs(attrs, KERNEL, ATTRS)
     dy = ck.as_array(ck.get_input(inputs, "dy", KERNEL), "dy")
@@ -188,6 +204,7 @@ def conv_problem(inputs, attrs):
             pads_h = pads_w = (p, p)
         else:
             pads_h, pads_w = _explicit_pads(pad, data_format)
+    _check_extents((sh, sw), (dh, dw), (fh, fw), pads_h + pads_w, pad)
     oh, pt, pb = conv_output_size(H, fh, sh, dh, kind, pads_h, rounding)
     ow, pl, pr = conv_output_size(W, fw, sw, dw, kind, pads_w, rounding)
     for k, (o, actual, i, f, s, d) in enumerate(((oh, dOH, H, fh, sh, dh), (ow, dOW, W, fw, sw, dw))):

@@ -133,15 +133,16 @@ def _check_batch_channels(dy, img_shape, dy_name, img_name, channels_last):
 
 
 def _shape_of(value, name):
-    """The forward input is used for its shape and dtype only: accept anything with both."""
+    """The forward input is used for its shape and dtype only: accept anything with both (a
+    dtype in either byte order: dx comes out in the machine's)."""
     if type(value) is np.ndarray:
-        return value.shape, value.dtype
+        return value.shape, value.dtype.newbyteorder("=")
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         try:
             shape = tuple(int(d) for d in value.shape)
             dtype = np.dtype(value.dtype.as_numpy_dtype if hasattr(value.dtype, "as_numpy_dtype")
                              else value.dtype)
-            return shape, dtype
+            return shape, dtype.newbyteorder("=")
         except (TypeError, ValueError):
             pass
     arr = ck.as_array(value, name)

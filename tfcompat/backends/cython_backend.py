@@ -3,8 +3,8 @@
 Every kernel function validates through the parsers (tfcompat/_resample.py,
 tfcompat/_conv.py), then runs one plan (tfcompat/csrc/plan.pxi, tfcompat/csrc/conv.pxi).
 
-Repeated calls: a resampling call whose inputs are NumPy arrays and whose attributes are plain
-values has a *call key* holding everything the parser reads (dtypes, shapes, attribute values
+Repeated calls: a resampling call whose inputs are NumPy arrays in the machine's byte order
+and whose attributes are plain values has a *call key* holding everything the parser reads (dtypes, shapes, attribute values
 and their types, the values of parameter inputs such as ``scales``). A key seen before goes
 straight to its plan, with no parsing; any other call is parsed, and its plan is found by its
 layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
@@ -218,7 +218,8 @@ def _freeze(value):
         return (t, value)
     if t in (list, tuple):
         return (t, tuple(_freeze(v) for v in value))
-    if t is np.ndarray and value.dtype.kind in "biuf" and value.size <= 64:
+    if (t is np.ndarray and value.dtype.kind in "biuf" and value.dtype.isnative
+            and value.size <= 64):
         return (t, value.dtype, value.shape, value.tobytes())
     raise _Unkeyable
 
@@ -234,7 +235,8 @@ def call_key(kernel_name, inputs, attrs):
         for name, value in inputs.items():
             if name in params:
                 parts.append((name, _freeze(value)))
-            elif type(value) is np.ndarray:
+            elif type(value) is np.ndarray and value.dtype.isnative:
+                # (the other byte order is converted by the parser, so never skips it)
                 parts.append((name, value.dtype, value.shape))
             elif value is None:
                 parts.append((name, None))
@@ -466,17 +468,19 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     band's dy rows, so that its bands read at most that many (a row alone at least), and a
     worker's scratch stays that small, however large the image."""
     wq = -(-W // sw)
+    # only the phases that hold dx rows and columns (py < H, px < W): a stride larger than the
+    # image leaves the others empty, and they would make the tables grow with the stride
     if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
         C = _tile_channels(C)
     elif tiles == 2:  # and the tile kernel for few channels, OC
         OC = _tile_channels(OC)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
-    for py in range(sh):
+    for py in range(min(sh, H)):
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
         hp = len(range(py, H, sh))
         group, spans, own_tap, reads = [], [], [], []
-        for px in range(sw):
+        for px in range(min(sw, W)):   # oneDNN's gather runs only where sw <= W (_run_conv)
             # descending, so that the taps read dy's columns in ascending order: with
             # consecutive columns the kernel gathers them in one copy (_gather_band)
             kxs = [k for k in reversed(range(fw)) if (px + pad_left - k * dw) % sw == 0]
@@ -843,7 +847,19 @@ def _use_oc_lanes(p, direct):
 
 def _all_merged(p):
     """Whether every row phase of this conv merges with oneDNN (_gather_geometry)."""
-    return bool((_geometry(p, True, False, False)[7] >= 0).all())
+    return p.sw <= p.W and bool((_geometry(p, True, False, False)[7] >= 0).all())
+
+
+# The most stride phases holding dx pixels, min(sh, H) * min(sw, W), with which a conv takes
+# one of the gathers or tile kernels: their tables and units of work are per phase, the
+# col2im's are not (a stride of 1,000 on a 1,000 x 1,000 image has a million phases of one
+# pixel each)
+MAX_GATHER_PHASES = 4096
+
+
+def _gathers_fit(p):
+    """Whether the phase-based strategies may take this conv (MAX_GATHER_PHASES)."""
+    return min(p.sh, p.H) * min(p.sw, p.W) <= MAX_GATHER_PHASES
 
 
 def _onednn_gather(p, gemm):
@@ -891,9 +907,12 @@ def _run_conv(problem):
     # single-threaded BLAS (or oneDNN) inside our threads, each taking whole images (the
     # col2im, from two images on: scikit-learn's k-means pattern) or bands of images (the
     # gathers); the strategy depends on the shapes only, never on the thread count
-    oc_lanes = _use_oc_lanes(p, direct)
-    tiles = oc_lanes or _use_tiles(p, gemm, direct)
-    dnnl = not tiles and gemm is not None and _onednn_gather(p, gemm)
+    phased = _gathers_fit(p)
+    oc_lanes = phased and _use_oc_lanes(p, direct)
+    tiles = oc_lanes or (phased and _use_tiles(p, gemm, direct))
+    # oneDNN's gather lays the sw phases of a row phase out as dx's row (conv.pxi's _dnnl_band)
+    dnnl = (not tiles and phased and p.sw <= p.W and gemm is not None
+            and _onednn_gather(p, gemm))
     one_1x1 = direct and p.N == 1
     nhwc = (p.N, p.H, p.W, p.C)
     k = _images_per_band(p) if dnnl and direct else 1
@@ -909,7 +928,7 @@ def _run_conv(problem):
                                wide=wide)
     elif dnnl:
         gather = gather_tables(p, gemm, True, nthreads, one_1x1)
-    elif (not direct or (one_1x1 and half is not None)) and _use_gather(p):
+    elif phased and (not direct or (one_1x1 and half is not None)) and _use_gather(p):
         # a half-type 1x1 image too: its one GEMM would run on BLAS's threads between our
         # widening and rounding, whose idle workers spin beside them (docs/performance.md)
         gather = gather_tables(p, ct, False, nthreads, one_1x1)

@@ -111,6 +111,19 @@ def resample(problem, absolute=False):
     return data.astype(problem.out_dtype)  # integers wrap like TF's int8/int32 sums
 
 
+def _tap_span(out_size, in_size, stride, dilation, pad, k):
+    """(dy slice, dx slice) of one axis for tap k: the dy indices o whose position
+    o * stride - pad + k * dilation lies inside dx, and those positions (None if there are
+    none). Slices, so that no padded copy of dx is made, however large the stride or pad."""
+    shift = k * dilation - pad                       # position of o = 0
+    first = max(0, -(shift // stride))               # the least o with a position >= 0
+    last = min(out_size - 1, (in_size - 1 - shift) // stride)
+    if last < first:
+        return None
+    start = first * stride + shift
+    return slice(first, last + 1), slice(start, start + (last - first) * stride + 1, stride)
+
+
 def conv_backprop_input(problem, absolute=False):
     """dx[n, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw, ci] += dy[n, oy, ox, co] * w[ky, kx, ci, co]."""
     p = problem
@@ -122,16 +135,13 @@ def conv_backprop_input(problem, absolute=False):
         dy, w = np.abs(dy), np.abs(w)
     if not p.channels_last:
         dy = dy.transpose(0, 2, 3, 1)
-    # a padded canvas large enough for every position a tap can reach, cropped at the end
-    hp = max(p.H + p.pad_top, (p.OH - 1) * p.sh + (p.fh - 1) * p.dh + 1)
-    wp = max(p.W + p.pad_left, (p.OW - 1) * p.sw + (p.fw - 1) * p.dw + 1)
-    canvas = np.zeros((p.N, hp, wp, p.C), dtype=np.float64)
+    dx = np.zeros((p.N, p.H, p.W, p.C), dtype=np.float64)
     for ky in range(p.fh):
+        rows = _tap_span(p.OH, p.H, p.sh, p.dh, p.pad_top, ky)
         for kx in range(p.fw):
-            y0, x0 = ky * p.dh, kx * p.dw
-            canvas[:, y0:y0 + (p.OH - 1) * p.sh + 1:p.sh, x0:x0 + (p.OW - 1) * p.sw + 1:p.sw, :] += \
-                dy @ w[ky, kx].T
-    dx = canvas[:, p.pad_top:p.pad_top + p.H, p.pad_left:p.pad_left + p.W, :]
+            cols = _tap_span(p.OW, p.W, p.sw, p.dw, p.pad_left, kx)
+            if rows is not None and cols is not None:
+                dx[:, rows[1], cols[1], :] += dy[:, rows[0], cols[0], :] @ w[ky, kx].T
     if not p.channels_last:
         dx = dx.transpose(0, 3, 1, 2)
     return np.ascontiguousarray(dx).astype(p.dtype)

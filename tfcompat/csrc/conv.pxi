@@ -318,8 +318,9 @@ cdef struct ConvArgs:
     Py_ssize_t band, cap    # the per-image column ring (see above); band = cap = OH: whole
     int storage
     Py_ssize_t work_per_thread
-    # the gather strategy: per stride phase (py, px), the dx positions (py + sh j, px + sw i)
-    # and the taps that reach them (see _gather_phase_band)
+    # the gather strategy: per stride phase (py, px) (py < H and px < W: the others hold no
+    # dx pixels), the dx positions (py + sh j, px + sw i) and the taps that reach them (see
+    # _gather_phase_band)
     bint gather
     Py_ssize_t sh, sw, phases, a_floats
     Py_ssize_t units        # the gather's units of work (bands) in one image: _units
@@ -1162,7 +1163,8 @@ cdef class ConvPlan:
             c.ph_offx = <const int32_t*>_data(offx)
             c.ph_b = _data(taps)
             c.ph_merged = <const int32_t*>_data(merged)
-            TFC_CHECK(merged.shape[0] == c.sh and info.shape[1] == PH_WIDTH)
+            TFC_CHECK(merged.shape[0] == min(c.sh, c.H) and info.shape[1] == PH_WIDTH
+                      and (not dnnl or c.sw <= c.W))
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
             c.oc_lanes = oc_lanes
