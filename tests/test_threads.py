@@ -79,6 +79,27 @@ def test_omp_num_threads_env(monkeypatch):
     assert T.get_num_threads() == 3
 
 
+def test_thread_count_beyond_the_cap_is_refused(monkeypatch, rng):
+    """A call with 100,000 threads crashed the process (libgomp could not create them): more
+    than MAX_THREADS (or the CPUs, if more) is refused where it is set, and from the
+    environment at the call; at the cap a call runs, with the bits of one thread."""
+    from tfcompat._threads import MAX_THREADS
+    most = max(MAX_THREADS, len(os.sched_getaffinity(0)))
+    with pytest.raises(ValueError, match=f"num_threads: got {most + 1}; expected at most {most}"):
+        T.set_num_threads(most + 1)
+    T.set_num_threads(None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "100000")
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS: got 100000"):
+        T.resize_bilinear_grad(np.ones((1, 4, 4, 1), np.float32), np.zeros((1, 2, 2, 1)))
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    dy = rng.standard_normal((2, 37, 29, 5)).astype(np.float32)
+    img = np.zeros((2, 13, 41, 5), np.float32)
+    T.set_num_threads(1)
+    one = T.resize_bilinear_grad(dy, img)
+    T.set_num_threads(MAX_THREADS)
+    assert np.array_equal(T.resize_bilinear_grad(dy, img), one)
+
+
 _BAD_TABLE = """
 import numpy as np
 from tfcompat import _kernels as K, _tables

@@ -8,21 +8,29 @@ cache when they are freed. ``set_memory_pool_limit(0)`` turns caching off.
 """
 import os
 
+import numpy as np
+
 from ._simd import kernels as _kernels
 
 
 def _env_limit():
     try:
-        return max(0, int(float(os.environ.get("TFCOMPAT_POOL_MB", "1024")) * 2 ** 20))
+        mb = float(os.environ.get("TFCOMPAT_POOL_MB", "1024"))
     except ValueError:
         return 2 ** 30
+    if mb != mb:   # NaN
+        return 2 ** 30
+    return int(min(max(0.0, mb) * 2 ** 20, 2.0 ** 63))   # inf or 1e30: no cap to speak of
 
 
 def set_memory_pool_limit(nbytes):
     """Cap the bytes the output pool may keep cached (0 disables it and frees the cache)."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+    if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)):
+        raise TypeError(f"nbytes: got {nbytes!r}; expected a non-negative int")
+    if nbytes < 0:
         raise ValueError(f"nbytes: got {nbytes!r}; expected a non-negative int")
-    _kernels.set_pool_limit(nbytes)
+    # a cap beyond what a size_t holds caps nothing either
+    _kernels.set_pool_limit(min(int(nbytes), 2 ** 63))
 
 
 def release_memory():

@@ -9,12 +9,21 @@ import os
 
 _requested = None
 
+# The most threads a kernel call starts, unless the process may run on more CPUs: each is an
+# OpenMP thread with its own stack and scratch, and libgomp crashes the process when it cannot
+# create them (100,000 did, on a 2-core machine); past the CPUs they only add overhead.
+MAX_THREADS = 1024
+
 
 def _available_cpus():
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def _most_threads():
+    return max(MAX_THREADS, _available_cpus())
 
 
 def _resolve(n):
@@ -25,6 +34,9 @@ def _resolve(n):
                 value = int(env.split(",")[0])
             except ValueError:
                 value = 0
+            if value > _most_threads():
+                raise ValueError(f"OMP_NUM_THREADS: got {value}; expected at most "
+                                 f"{_most_threads()} threads (or set tfcompat.set_num_threads)")
             if value > 0:
                 return value
         return _available_cpus()
@@ -36,6 +48,9 @@ def _resolve(n):
                          "(-1 = all CPUs) or None")
     if n < 0:
         return max(1, _available_cpus() + 1 + n)
+    if n > _most_threads():
+        raise ValueError(f"num_threads: got {n}; expected at most {_most_threads()} (this "
+                         f"process may run on {_available_cpus()} CPUs)")
     return n
 
 

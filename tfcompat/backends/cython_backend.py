@@ -299,9 +299,18 @@ def _blas_single_thread():
     return _blas_controller.limit(limits=1, user_api="blas")
 
 
+def _env_int(name, default):
+    """A tuning variable's integer (docs/performance.md), or a ValueError that names it."""
+    value = os.environ.get(name, str(default))
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}: got {value!r}; expected an integer") from None
+
+
 # Each per-image column band is one GEMM of at least this many bytes of column rows; the ring
 # of bands keeps the columns in cache for the col2im (docs/performance.md).
-BAND_GEMM_BYTES = int(os.environ.get("TFCOMPAT_BAND_BYTES", "2048"))
+BAND_GEMM_BYTES = _env_int("TFCOMPAT_BAND_BYTES", 2048)
 
 
 def column_ring(p, h_tab, itemsize):
@@ -325,8 +334,8 @@ _STORAGE = {None: 0, False: 1, True: 2}   # conv.pxi's STORE_NATIVE, STORE_FLOAT
 
 # The gather strategy's band of gathered dy rows: at most this many values, with our BLAS and
 # with oneDNN's matmuls (docs/performance.md)
-GATHER_VALUES = int(os.environ.get("TFCOMPAT_GATHER_VALUES", str(1 << 19)))
-DNNL_GATHER_VALUES = int(os.environ.get("TFCOMPAT_DNNL_GATHER_VALUES", str(1 << 17)))
+GATHER_VALUES = _env_int("TFCOMPAT_GATHER_VALUES", 1 << 19)
+DNNL_GATHER_VALUES = _env_int("TFCOMPAT_DNNL_GATHER_VALUES", 1 << 17)
 # The gather bands of one image of a 1x1 conv: GEMMs of this many rows, so that the image has
 # enough units for the threads to share (docs/performance.md)
 ONE_IMAGE_BAND_M = 128
