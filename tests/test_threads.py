@@ -100,6 +100,47 @@ def test_thread_count_beyond_the_cap_is_refused(monkeypatch, rng):
     assert np.array_equal(T.resize_bilinear_grad(dy, img), one)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")   # JAX's, when a test loaded it
+def test_a_forked_child_runs_kernels_after_the_parent_ran_threads(rng):
+    """GNU OpenMP cannot run a team of threads in a child forked after the parent ran one (the
+    child hung for ever in its first kernel call: multiprocessing's default start method on
+    Linux). There the kernels run on one thread, with the parent's bits, and say so once."""
+    import time
+    import warnings
+    dy = rng.standard_normal((2, 32, 32, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16, 16)).astype(np.float32)
+    run = lambda: (T.resize_bilinear_grad(dy, np.zeros((2, 16, 16, 16), np.float32)),  # noqa: E731
+                   T.conv2d_backprop_input([2, 64, 64, 16], w, dy, strides=[1, 2, 2, 1],
+                                           padding="SAME"))
+    T.set_num_threads(2)
+    want = run()
+    pid = os.fork()
+    if pid == 0:  # the child: its exit status is the verdict
+        code = 1
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                T.set_num_threads(2)
+                got = run()
+            same = all(np.array_equal(a, b) for a, b in zip(got, want))
+            warned = sum("forked" in str(c.message) for c in caught) == 1
+            code = 0 if same and warned and T.get_num_threads() == 1 else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's kernel call hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 _BAD_TABLE = """
 import numpy as np
 from tfcompat import _kernels as K, _tables

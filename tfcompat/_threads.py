@@ -6,6 +6,7 @@ number, as in scikit-learn: -1 is all CPUs, -2 all but one. Results never depend
 choice; only speed does.
 """
 import os
+import warnings
 
 _requested = None
 
@@ -64,9 +65,37 @@ def set_num_threads(n):
 def get_num_threads():
     """The number of threads the next kernel call will use."""
     n = _requested
-    if type(n) is int and n > 0:
-        return n  # checked when it was set, and nothing else changes it
-    return _resolve(n)
+    if not (type(n) is int and n > 0):   # else checked when it was set
+        n = _resolve(n)
+    if _threads_pid is not None and _threads_pid != os.getpid():
+        return 1
+    return n
+
+
+# GNU OpenMP keeps its pool of threads across fork(): in a child forked after our kernels ran a
+# team of threads, the next team waits for the parent's threads, which the child does not have,
+# for ever. There a kernel runs on one thread (libgomp starts no team for one), with the same
+# bits; a child of a process that never ran a team may run any number.
+_threads_pid = None     # the process whose kernel calls may have run a team of threads
+_fork_warned = False
+
+
+def kernel_threads():
+    """get_num_threads() for a kernel call about to run: notes that this process may now run a
+    team of threads, and warns once in a forked child whose request it reduces to one."""
+    global _threads_pid, _fork_warned
+    n = get_num_threads()
+    if n > 1 and _threads_pid is None:
+        _threads_pid = os.getpid()
+    elif n == 1 and _threads_pid is not None and not _fork_warned and _threads_pid != os.getpid():
+        _fork_warned = True
+        if _resolve(_requested) > 1:
+            warnings.warn("tfcompat: this process was forked after tfcompat ran on several "
+                          "threads, where GNU OpenMP cannot start threads again; its kernels "
+                          "run on one thread here (same results). Use multiprocessing's "
+                          "'spawn' or 'forkserver' start method for more.", RuntimeWarning,
+                          stacklevel=3)
+    return n
 
 
 def openmp_enabled():

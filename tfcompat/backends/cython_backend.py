@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _checks as ck, _conv as _conv_policy, _memory, _resample as rs, _tables
 from .._simd import cpu_has as _cpu_has, kernels as _kernels
-from .._threads import get_num_threads
+from .._threads import kernel_threads
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, PARAMETER_INPUTS,
                             RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
 from ..registry import KernelConfig
@@ -254,7 +254,7 @@ def _resample(kernel_name, dy_name, parser, inputs, attrs):
     key = call_key(kernel_name, inputs, attrs)
     plan = None if key is None else _PLANS.get(key)
     if plan is not None:
-        return plan(inputs[dy_name], get_num_threads())
+        return plan(inputs[dy_name], kernel_threads())
     problem = parser(inputs, attrs)
     plan = _PLANS.get(problem.layout)
     if plan is None:
@@ -262,7 +262,7 @@ def _resample(kernel_name, dy_name, parser, inputs, attrs):
         _PLANS.put(problem.layout, plan)
     if key is not None:
         _PLANS.put(key, plan)
-    return plan(problem.dy, get_num_threads())
+    return plan(problem.dy, kernel_threads())
 
 
 def resize_bilinear_grad(inputs, attrs):
@@ -893,7 +893,7 @@ def _run_conv(problem):
     p = problem
     if p.empty:
         return np.zeros(p.out_shape, dtype=p.dtype)
-    nthreads = get_num_threads()
+    nthreads = kernel_threads()
     ct = p.compute_dtype
     half = _half_kind(p.dtype)
     if p.channels_last:
