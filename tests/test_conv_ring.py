@@ -851,3 +851,18 @@ def test_tiles_leave_out_taps_outside_dy(kx, choice, c, oc, monkeypatch):
     scale = T.conv2d_backprop_input([n, h, w, c], np.abs(rest), dy.astype(np.float64),
                                     backend="numpy", **kw)
     assert_close(got[~inf], ref[~inf], scale[~inf], np.float32, CONV_TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("n, hw, c, oc", [(2000, 1, 8, 8), (30, 3, 20, 12), (9, 7, 4, 5)])
+def test_1x1_of_many_small_images_runs_images_together(n, hw, c, oc, dtype, rng):
+    """A 1x1, stride-1 conv of small images is the 1x1 conv of one image k times as tall
+    (_images_per_band), with or without oneDNN (our col2im took one GEMM per image): here 16
+    GEMMs of 125 images, 5 of 6, and 7x7 images one by one, against the NumPy reference, with
+    the same bits on 1, 2 and 3 threads."""
+    got, ref, scale = _run((1, 1, 1, 1, (0, 0, 0, 0)), dtype, rng, n=n, h=hw, w=hw, c=c, oc=oc)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+    dy = rng.standard_normal((n, hw, hw, oc)).astype(dtype)
+    filt = rng.standard_normal((1, 1, c, oc)).astype(dtype)
+    _same_bits_on((1, 2, 3), lambda: T.conv2d_backprop_input(
+        [n, hw, hw, c], filt, dy, strides=[1, 1, 1, 1], padding="VALID"))

@@ -924,9 +924,10 @@ def _run_conv(problem):
             and _onednn_gather(p, gemm))
     one_1x1 = direct and p.N == 1
     nhwc = (p.N, p.H, p.W, p.C)
-    k = _images_per_band(p) if dnnl and direct else 1
+    k = _images_per_band(p) if direct else 1
     if k > 1:
-        # a 1x1 conv of k small images is the 1x1 conv of one image k times as tall
+        # a 1x1 conv of k small images is the 1x1 conv of one image k times as tall (oneDNN's
+        # gather or our col2im: _use_direct took the rest)
         p = dataclasses.replace(p, dy=dy.reshape(p.N // k, k * p.OH, p.OW, p.OC), N=p.N // k,
                                 H=k * p.H, OH=k * p.OH)
         dy = p.dy
@@ -971,19 +972,20 @@ def _run_conv(problem):
     return dx if p.channels_last else _channels_first(dx, nthreads)
 
 
-# A 1x1, stride-1 conv through oneDNN's gather multiplies each band of an image as one GEMM;
-# images smaller than this many pixels go k to a band (_images_per_band)
+# A 1x1, stride-1 conv of two or more images multiplies each band of an image (oneDNN's
+# gather) or each image (our col2im) as one GEMM; images smaller than this many pixels go k
+# to a GEMM (_images_per_band)
 FOLD_PIXELS = 196
 
 
 def _images_per_band(p):
-    """How many images of a 1x1, stride-1 conv one band of oneDNN's gather takes: the largest
-    divisor k of N with k * OH * OW <= FOLD_PIXELS, leaving at least 4 bands for the threads
-    and within the band's values: oneDNN's matmul of one 7x7 image's 49 rows runs far below
-    one of 98 or 196 (docs/performance.md)."""
+    """How many images of a 1x1, stride-1 conv one GEMM takes: the largest divisor k of N with
+    k * OH * OW <= FOLD_PIXELS, leaving at least 4 GEMMs for the threads and within oneDNN's
+    gather's band: oneDNN's matmul of one 7x7 image's 49 rows runs far below one of 98 or 196,
+    and the GEMM of a one-pixel image is all call overhead (docs/performance.md)."""
     rows = max(1, DNNL_GATHER_VALUES // max(1, p.OW * p.OC))
     best = 1
-    for k in range(2, p.N // 4 + 1):
+    for k in range(2, min(p.N // 4, FOLD_PIXELS // max(1, p.OH * p.OW)) + 1):
         if p.N % k == 0 and k * p.OH * p.OW <= FOLD_PIXELS and k * p.OH <= rows:
             best = k
     return best
