@@ -866,3 +866,19 @@ def test_1x1_of_many_small_images_runs_images_together(n, hw, c, oc, dtype, rng)
     filt = rng.standard_normal((1, 1, c, oc)).astype(dtype)
     _same_bits_on((1, 2, 3), lambda: T.conv2d_backprop_input(
         [n, hw, hw, c], filt, dy, strides=[1, 1, 1, 1], padding="VALID"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("n, hw, c, oc, k", [(2, 64, 3, 32, 16), (3, 40, 1, 20, 8), (2, 30, 2, 7, 4),
+                                             (1, 48, 3, 16, 16)])
+def test_patch_embedding_filters(n, hw, c, oc, k, dtype, rng):
+    """A k x k filter at stride k (a vision transformer's patch embedding: each dx pixel takes
+    one tap), few input channels: from two images on the col2im runs it, one image the tile
+    kernel for few channels; against the NumPy reference, with the same bits on 1, 2 and 3
+    threads."""
+    got, ref, scale = _run((k, k, k, 1, (0, 0, 0, 0)), dtype, rng, n=n, h=hw, w=hw, c=c, oc=oc)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+    dy = rng.standard_normal((n, hw // k, hw // k, oc)).astype(dtype)
+    filt = rng.standard_normal((k, k, c, oc)).astype(dtype)
+    _same_bits_on((1, 2, 3), lambda: T.conv2d_backprop_input(
+        [n, hw, hw, c], filt, dy, strides=[1, k, k, 1], padding="VALID"))

@@ -831,6 +831,11 @@ OC_LANES_STRIDE1_MAX_C = 10
 OC_LANES_HALF_WORK = 96
 OC_LANES_HALF_WORK_PER_C = 32
 OC_LANES_HALF_STRIDED_MAX_C = 3
+# From two images on, a filter whose taps do not overlap (fh <= sh, fw <= sw: a patch
+# embedding) at strides of sh * sw >= this many pixels keeps the col2im: its one GEMM per
+# image, every tap's C columns side by side, beat this kernel's many stride phases, whose bands
+# hold a few rows each (a 32x32 stride-32 filter: 1,024 phases of 7 rows; docs/performance.md)
+OC_LANES_DISJOINT_STRIDE = 16
 
 
 def _use_oc_lanes(p, direct):
@@ -839,12 +844,16 @@ def _use_oc_lanes(p, direct):
     C <= OC_LANES_MAX_C (float32 at stride 1: OC_LANES_STRIDE1_MAX_C), whatever OC (a last
     partial vector of output channels is read by masked loads); for the half types, where
     each dx value takes OC_LANES_HALF_WORK products or more (OC_LANES_HALF_WORK_PER_C per
-    channel for C = 1 and 2) and, with a stride, C <= OC_LANES_HALF_STRIDED_MAX_C. Its tiles
+    channel for C = 1 and 2) and, with a stride, C <= OC_LANES_HALF_STRIDED_MAX_C; not for
+    two or more images whose taps do not overlap at OC_LANES_DISJOINT_STRIDE. Its tiles
     put dy's output channels in the vector lanes, 16 at a time, where the channel tiles would
     leave most lanes empty (3 of 16 for an RGB image), and sum each dx value's lanes at the
     end (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
     strided = p.sh * p.sw > 1
+    if (p.N >= 2 and p.fh <= p.sh and p.fw <= p.sw
+            and p.sh * p.sw >= OC_LANES_DISJOINT_STRIDE):
+        return False
     if half:
         least = min(OC_LANES_HALF_WORK, OC_LANES_HALF_WORK_PER_C * p.C)
         if (p.fh * p.fw * p.OC < least * p.sh * p.sw
