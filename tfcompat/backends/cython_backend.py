@@ -514,6 +514,10 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                         parts *= 2
                         band = max(1, hp // parts)
             oxs = [(px + pad_left - k * dw) // sw for k in kxs]
+            if not (kys and kxs) and not dnnl:
+                # no tap reaches the phase: its one unit writes zeros (a stride much larger
+                # than the filter leaves most phases so, and a unit per band cost more)
+                band = hp
             group.append([py, px, hp, wp, len(kys), len(kxs), max(1, min(hp, band)), 0, 0])
             spans.append(span)
             reads.append((oys, oxs))

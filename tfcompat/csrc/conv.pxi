@@ -324,6 +324,9 @@ cdef struct ConvArgs:
     bint gather
     Py_ssize_t sh, sw, phases, a_floats
     Py_ssize_t units        # the gather's units of work (bands) in one image: _units
+    # [phases / step + 1]: the first unit of each phase (oneDNN: of each row phase) in one
+    # image, and units last, so that _gather_unit finds a unit's phase by bisection
+    const Py_ssize_t* unit_starts
     # [phases, PH_WIDTH]: py, px, Hp, Wp, taps_y, taps_x, band, b_offset, column classes
     # (oneDNN only, _dnnl_band; 0: none)
     const int32_t* ph_info
@@ -1017,27 +1020,41 @@ cdef inline Py_ssize_t _units(const ConvArgs* c, Py_ssize_t step) noexcept nogil
     return total
 
 
+cdef object _unit_starts(const ConvArgs* c, Py_ssize_t step):
+    """ConvArgs.unit_starts for phases 0, step, ... (an intp array)."""
+    cdef Py_ssize_t g, groups = (c.phases + step - 1) // step
+    starts_a = np.zeros(groups + 1, dtype=np.intp)
+    cdef Py_ssize_t[::1] starts = starts_a
+    for g in range(groups):
+        starts[g + 1] = starts[g] + _bands(c.ph_info + g * step * PH_WIDTH)
+    return starts_a
+
+
 cdef void _gather_unit(const void* dy, real_acc* work, void* dx, Py_ssize_t u, Py_ssize_t t,
                        Py_ssize_t cb, Py_ssize_t ce, const ConvArgs* c) noexcept nogil:
     """Unit u of the gather: image u // units, and its band u % units, counted over the
     phases in order, or with oneDNN over the row phases py (each has ceil(Hp / band) bands);
-    the tile kernel computes dx's columns cb <= c < ce of it, the others all of them."""
-    cdef Py_ssize_t p = 0, nb, step = c.sw if c.dnnl else 1, k = u % c.units
+    the tile kernel computes dx's columns cb <= c < ce of it, the others all of them. The
+    phase is the last g with unit_starts[g] <= k (a phase without bands is passed over)."""
+    cdef Py_ssize_t step = c.sw if c.dnnl else 1, k = u % c.units, mid, p
+    cdef Py_ssize_t lo = 0, hi = (c.phases + step - 1) // step
     cdef const int32_t* info
-    while p < c.phases:
-        info = c.ph_info + p * PH_WIDTH
-        nb = _bands(info)
-        if k < nb:
-            if c.tiles:
-                if real_acc is float:
-                    _tile_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
-            elif not c.dnnl:
-                _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
-            elif real_acc is float:
-                _dnnl_band(dy, work, dx, u // c.units, p // step, k * info[6], t, c)
-            return
-        k = k - nb
-        p = p + step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if c.unit_starts[mid] <= k:
+            lo = mid
+        else:
+            hi = mid
+    p = lo * step
+    info = c.ph_info + p * PH_WIDTH
+    k = k - c.unit_starts[lo]
+    if c.tiles:
+        if real_acc is float:
+            _tile_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
+    elif not c.dnnl:
+        _gather_phase_band(dy, work, dx, u // c.units, p, k * info[6], cb, ce, c)
+    elif real_acc is float:
+        _dnnl_band(dy, work, dx, u // c.units, p // step, k * info[6], t, c)
 
 
 cdef inline Py_ssize_t _groups(const ConvArgs* c) noexcept nogil:
@@ -1197,6 +1214,9 @@ cdef class ConvPlan:
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
             c.units = _units(c, c.sw if dnnl else 1)
+            starts = _unit_starts(c, c.sw if dnnl else 1)
+            c.unit_starts = <const Py_ssize_t*>_data(starts)
+            self.tables = self.tables + (starts,)
             if not tiles and not dnnl:
                 c.group_cols = _gather_cols(c.N * c.units, c.C)
             return
