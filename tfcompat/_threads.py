@@ -11,8 +11,8 @@ import warnings
 _requested = None
 
 # The most threads a kernel call starts, unless the process may run on more CPUs: each is an
-# OpenMP thread with its own stack and scratch, and libgomp crashes the process when it cannot
-# create them (100,000 did, on a 2-core machine); past the CPUs they only add overhead.
+# OpenMP thread with its own stack and scratch, libgomp crashes the process when it cannot
+# create them, and past the CPUs they only add overhead.
 MAX_THREADS = 1024
 
 

@@ -4,11 +4,12 @@ Every kernel function validates through the parsers (tfcompat/_resample.py,
 tfcompat/_conv.py), then runs one plan (tfcompat/csrc/plan.pxi, tfcompat/csrc/conv.pxi).
 
 Repeated calls: a resampling call whose inputs are NumPy arrays in the machine's byte order
-and whose attributes are plain values has a *call key* holding everything the parser reads (dtypes, shapes, attribute values
-and their types, the values of parameter inputs such as ``scales``). A key seen before goes
-straight to its plan, with no parsing; any other call is parsed, and its plan is found by its
-layout. Both live in one bounded cache (:data:`MAX_PLANS` plans, :data:`MAX_PLAN_BYTES` bytes
-of tables, oldest out first), so a training loop validates once and memory stays bounded.
+and whose attributes are plain values has a *call key* holding everything the parser reads
+(dtypes, shapes, attribute values and their types, the values of parameter inputs such as
+``scales``). A key seen before goes straight to its plan, with no parsing; any other call is
+parsed, and its plan is found by its layout. Both live in one bounded cache (:data:`MAX_PLANS`
+plans, :data:`MAX_PLAN_BYTES` bytes of tables, oldest out first), so a training loop
+validates once and memory stays bounded.
 The conv keeps the tables that depend on its shapes only in the same cache.
 """
 import contextlib
@@ -477,14 +478,14 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
     band's dy rows, so that its bands read at most that many (a row alone at least), and a
     worker's scratch stays that small, however large the image."""
     wq = -(-W // sw)
-    # only the phases that hold dx rows and columns (py < H, px < W): a stride larger than the
-    # image leaves the others empty, and they would make the tables grow with the stride
     if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
         C = _tile_channels(C)
     elif tiles == 2:  # and the tile kernel for few channels, OC
         OC = _tile_channels(OC)
     info, offy, offx, tap_rows, merged = [], [], [], [], []
     a_values = out_values = offset = 0
+    # only the phases that hold dx rows and columns (py < H, px < W): a stride larger than the
+    # image leaves the others empty, and they would make the tables grow with the stride
     for py in range(min(sh, H)):
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
         hp = len(range(py, H, sh))
