@@ -490,7 +490,7 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
         hp = len(range(py, H, sh))
         group, spans, own_tap, reads = [], [], [], []
-        for px in range(min(sw, W)):   # oneDNN's gather runs only where sw <= W (_run_conv)
+        for px in range(min(sw, W)):   # oneDNN's gather: only where sw <= W (_onednn_gather)
             # descending, so that the taps read dy's columns in ascending order: with
             # consecutive columns the kernel gathers them in one copy (_gather_band)
             kxs = [k for k in reversed(range(fw)) if (px + pad_left - k * dw) % sw == 0]
@@ -894,7 +894,9 @@ def _onednn_gather(p, gemm):
     GEMM per dy row writing a dx row beat both (docs/performance.md). Nor, from two images on,
     where C < ONEDNN_MIN_C: the gather's GEMMs are C columns wide, and the col2im's (taps * C
     columns, each thread an image) are faster there in every dtype, an RGB image's first
-    layer (C = 3) the most (docs/performance.md)."""
+    layer (C = 3) the most (docs/performance.md). Nor where sw > W."""
+    if p.sw > p.W:  # it lays the sw phases of a row phase out as dx's row (_dnnl_band)
+        return False
     if p.N >= 2 and p.C < ONEDNN_MIN_C:
         return False
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
@@ -933,9 +935,7 @@ def _run_conv(problem):
     phased = _gathers_fit(p)
     oc_lanes = phased and _use_oc_lanes(p, direct)
     tiles = oc_lanes or (phased and _use_tiles(p, gemm, direct))
-    # oneDNN's gather lays the sw phases of a row phase out as dx's row (conv.pxi's _dnnl_band)
-    dnnl = (not tiles and phased and p.sw <= p.W and gemm is not None
-            and _onednn_gather(p, gemm))
+    dnnl = not tiles and phased and gemm is not None and _onednn_gather(p, gemm)
     one_1x1 = direct and p.N == 1
     nhwc = (p.N, p.H, p.W, p.C)
     k = _images_per_band(p) if direct else 1

@@ -323,7 +323,7 @@ cdef struct ConvArgs:
     # _gather_phase_band)
     bint gather
     Py_ssize_t sh, sw, phases, a_floats
-    Py_ssize_t units        # the gather's units of work (bands) in one image: _units
+    Py_ssize_t units        # the gather's units of work (bands) in one image
     # [phases / step + 1]: the first unit of each phase (oneDNN: of each row phase) in one
     # image, and units last, so that _gather_unit finds a unit's phase by bisection
     const Py_ssize_t* unit_starts
@@ -1010,18 +1010,10 @@ cdef inline Py_ssize_t _bands(const int32_t* info) noexcept nogil:
     return (info[2] + info[6] - 1) // info[6]
 
 
-cdef inline Py_ssize_t _units(const ConvArgs* c, Py_ssize_t step) noexcept nogil:
-    """The gather's units of work in one image: the bands of every phase p = 0, step, ...
-    (step 1: each phase is its own unit; sw: the phases of a row phase py go together)."""
-    cdef Py_ssize_t p = 0, total = 0
-    while p < c.phases:
-        total += _bands(c.ph_info + p * PH_WIDTH)
-        p = p + step
-    return total
-
-
 cdef object _unit_starts(const ConvArgs* c, Py_ssize_t step):
-    """ConvArgs.unit_starts for phases 0, step, ... (an intp array)."""
+    """ConvArgs.unit_starts for phases 0, step, ... (an intp array): the gather's units of
+    work in one image are the bands of every phase p = 0, step, ... (step 1: each phase its
+    own; sw: the phases of a row phase py together), its last entry their number."""
     cdef Py_ssize_t g, groups = (c.phases + step - 1) // step
     starts_a = np.zeros(groups + 1, dtype=np.intp)
     cdef Py_ssize_t[::1] starts = starts_a
@@ -1213,9 +1205,9 @@ cdef class ConvPlan:
                     c.work_per_thread += 16 + c.tile_taps_n * c.OC * c.group_cols
             # oneDNN's gather (``dnnl``: use_dnnl must follow) takes the phases of a row
             # phase py together
-            c.units = _units(c, c.sw if dnnl else 1)
             starts = _unit_starts(c, c.sw if dnnl else 1)
             c.unit_starts = <const Py_ssize_t*>_data(starts)
+            c.units = starts[-1]
             self.tables = self.tables + (starts,)
             if not tiles and not dnnl:
                 c.group_cols = _gather_cols(c.N * c.units, c.C)
