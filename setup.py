@@ -17,6 +17,9 @@ Environment switches:
   TFCOMPAT_NO_OPENMP=1       skip the probe and build serially
   TFCOMPAT_REQUIRE_OPENMP=1  fail the build when the OpenMP probe fails
   TFCOMPAT_NO_AVX2=1         build only the baseline kernels
+  TFCOMPAT_STRICT_CYTHON=1   Cython's warnings are errors (CI): a negative index under
+                             wraparound=False, say, is undefined and differs between Cython
+                             and NumPy versions
 """
 import os
 import platform
@@ -113,6 +116,9 @@ class ProbingBuildExt(build_ext):
 
 
 bounds = _flag("TFCOMPAT_BOUNDSCHECK")
+if _flag("TFCOMPAT_STRICT_CYTHON"):
+    from Cython.Compiler import Options
+    Options.warning_errors = True
 directives = {
     "language_level": 3,
     "boundscheck": bounds,

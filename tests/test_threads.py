@@ -102,6 +102,8 @@ def test_thread_count_beyond_the_cap_is_refused(monkeypatch, rng):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")   # JAX's, when a test loaded it
+# Python 3.12's warning on every fork of a process with threads: the hazard this test is about
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_runs_kernels_after_the_parent_ran_threads(rng):
     """GNU OpenMP cannot run a team of threads in a child forked after the parent ran one (the
     child hung for ever in its first kernel call: multiprocessing's default start method on

@@ -204,7 +204,7 @@ def conv_axis_table(Py_ssize_t in_size, Py_ssize_t out_size, Py_ssize_t ksize,
     out_a = np.empty(n, dtype=np.int32)
     tap_a = np.empty(n, dtype=np.int32)
     cdef int32_t[::1] out_idx = out_a, tap = tap_a
-    cursor_a = offsets_a[:-1].copy()
+    cursor_a = offsets_a[:in_size].copy()
     cdef int32_t[::1] cursor = cursor_a
     for o in range(out_size):
         for k in range(ksize):
@@ -1207,7 +1207,7 @@ cdef class ConvPlan:
             # phase py together
             starts = _unit_starts(c, c.sw if dnnl else 1)
             c.unit_starts = <const Py_ssize_t*>_data(starts)
-            c.units = starts[-1]
+            c.units = starts[starts.shape[0] - 1]
             self.tables = self.tables + (starts,)
             if not tiles and not dnnl:
                 c.group_cols = _gather_cols(c.N * c.units, c.C)

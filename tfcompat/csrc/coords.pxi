@@ -125,7 +125,7 @@ def invert_axis_map(Py_ssize_t in_size, const int32_t[::1] lo, const int32_t[::1
     w1_a = np.zeros(n, dtype=np.float32)
     cdef int32_t[::1] source = source_a, count = count_a
     cdef float[::1] w0 = w0_a, w1 = w1_a
-    cursor_a = offsets_a[:-1].copy()
+    cursor_a = offsets_a[:in_size].copy()
     cdef int32_t[::1] cursor = cursor_a
     for x in range(out_size):
         g = cursor[lo[x]]
