@@ -12,8 +12,10 @@ linking and running a small program for each feature:
               docs/performance.md).
 
 Environment switches:
-  TFCOMPAT_BOUNDSCHECK=1     Cython bounds and wraparound checks on, and the kernels' own index
-                             checks (tfcompat/csrc/checks.h): a failed check aborts
+  TFCOMPAT_BOUNDSCHECK=1     Cython's bounds checks on, and the kernels' own index checks
+                             (tfcompat/csrc/checks.h): a failed check aborts. Negative
+                             indices stay unwrapped, as in the normal build, so that one
+                             fails the check instead of reading from the end
   TFCOMPAT_NO_OPENMP=1       skip the probe and build serially
   TFCOMPAT_REQUIRE_OPENMP=1  fail the build when the OpenMP probe fails
   TFCOMPAT_NO_AVX2=1         build only the baseline kernels
@@ -122,7 +124,7 @@ if _flag("TFCOMPAT_STRICT_CYTHON"):
 directives = {
     "language_level": 3,
     "boundscheck": bounds,
-    "wraparound": bounds,
+    "wraparound": False,
     "initializedcheck": bounds,
     "cdivision": True,
     "embedsignature": True,
