@@ -497,12 +497,87 @@ TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3) TFC_OC_FNS(4) TFC_OC_FNS
 static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
     TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3), TFC_OC_ROW(4), TFC_OC_ROW(5)};
 
+/* tfc_oc_row for float32 and one output channel (K = 1), whose accumulators there would use
+   one lane of 16: here the lanes are 16 of the row's dx pixels side by side, V vectors of them
+   a tile. Per tap, dy's 16 values for those pixels are consecutive (K = 1), read by one
+   masked load, and multiplied by the tap's weight for channel c (b[t][c * 16]) into that
+   channel's accumulator; a lane whose pixel is past the row's end, or whose tap reads outside
+   dy, is masked off and takes nothing. Each dx value is the sum of its taps' products in the
+   order of the taps, as in tfc_oc_row, whose other 15 lanes add exact zeros: the same bits. */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
+        const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
+        Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps, const int C, const int V) {
+    for (Py_ssize_t i0 = 0; i0 < width; i0 += 16 * V) {
+        __m512 acc[16];     /* V * C <= 16 */
+        TFC_UNROLL
+        for (int q = 0; q < V * C; q++) acc[q] = _mm512_setzero_ps();
+        for (Py_ssize_t t = 0; t < taps; t++) {
+            const float *row = (const float *)rows[t];
+            __m512 w[TFC_OC_MAX_C];
+            TFC_UNROLL
+            for (int c = 0; c < C; c++) w[c] = _mm512_set1_ps(b[t][c * 16]);
+            TFC_UNROLL
+            for (int v = 0; v < V; v++) {
+                Py_ssize_t i = i0 + 16 * v, x = i + cols[t];
+                /* lanes lo <= j < hi: pixel i + j in the row and dy's x + j inside dy */
+                Py_ssize_t lo = x < 0 ? -x : 0, hi = width - i;
+                if (OW - x < hi) hi = OW - x;
+                if (hi > 16) hi = 16;
+                if (hi <= lo) continue;
+                __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+                /* masked-off lanes are not read (no fault), so x + j may be outside dy there */
+                __m512 y = m == 0xFFFF ? _mm512_loadu_ps(row + x)
+                                       : _mm512_maskz_loadu_ps(m, row + x);
+                TFC_UNROLL
+                for (int c = 0; c < C; c++)
+                    acc[v * C + c] = _mm512_mask3_fmadd_ps(y, w[c], acc[v * C + c], m);
+            }
+        }
+        TFC_UNROLL
+        for (int v = 0; v < V; v++) {
+            Py_ssize_t i = i0 + 16 * v, n = width - i;
+            if (n <= 0) break;
+            if (n > 16) n = 16;
+            if (C == 1 && ps == 1) {
+                _mm512_mask_storeu_ps(out + i, (__mmask16)((1u << n) - 1), acc[v]);
+                continue;
+            }
+            TFC_UNROLL
+            for (int c = 0; c < C; c++) {
+                float vals[16];
+                _mm512_storeu_ps(vals, acc[v * C + c]);
+                for (Py_ssize_t j = 0; j < n; j++) out[(i + j) * ps + c] = vals[j];
+            }
+        }
+    }
+}
+
+/* tfc_px_row for each C, V vectors of pixels a tile: enough independent accumulators to keep
+   the multiply-adds busy */
+typedef void (*tfc_px_fn)(const void *const *, const int32_t *, const float *const *,
+                          Py_ssize_t, Py_ssize_t, float *, Py_ssize_t, Py_ssize_t);
+#define TFC_PX_FN(c, v) \
+    static __attribute__((target("avx512f"), noinline)) void tfc_px_row_##c( \
+            const void *const *rows, const int32_t *cols, const float *const *b, \
+            Py_ssize_t taps, Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps) { \
+        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, (c), (v)); \
+    }
+TFC_PX_FN(1, 4) TFC_PX_FN(2, 4) TFC_PX_FN(3, 4) TFC_PX_FN(4, 4) TFC_PX_FN(5, 2)
+TFC_PX_FN(6, 2) TFC_PX_FN(7, 2) TFC_PX_FN(8, 2) TFC_PX_FN(9, 1) TFC_PX_FN(10, 1)
+static const tfc_px_fn tfc_px_fns[TFC_OC_MAX_C + 1] = {
+    NULL, tfc_px_row_1, tfc_px_row_2, tfc_px_row_3, tfc_px_row_4, tfc_px_row_5, tfc_px_row_6,
+    tfc_px_row_7, tfc_px_row_8, tfc_px_row_9, tfc_px_row_10};
+
 /* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); K not a multiple of 16 runs
-   the version with a partial last vector (3-5) */
+   the version with a partial last vector (3-5); float32 with K = 1, tfc_px_row */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
-    tfc_oc_fns[K % 16 ? storage + 3 : storage][C](rows, cols, b, taps, OW, K, out, width, ps);
+    if (K == 1 && storage == 0)
+        tfc_px_fns[C](rows, cols, b, taps, OW, (float *)out, width, ps);
+    else
+        tfc_oc_fns[K % 16 ? storage + 3 : storage][C](rows, cols, b, taps, OW, K, out, width,
+                                                      ps);
 }
 
 #else
