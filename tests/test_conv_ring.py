@@ -751,14 +751,15 @@ def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng,
 @needs_tiles
 @pytest.mark.parametrize("c, w, n", [(1, 150, 1), (1, 37, 2), (2, 70, 1), (3, 100, 2),
                                      (4, 16, 1), (5, 45, 1), (8, 33, 2), (10, 17, 1)])
+@pytest.mark.parametrize("oc", [1, 2, 4, 8])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
-def test_tiles_of_one_output_channel_match_reference(case, c, w, n, rng, monkeypatch):
-    """float32 with one output channel on the tile kernel for few channels (tiles.h's
-    tfc_px_row: 16 dx pixels in the lanes, 1 to 4 vectors a tile): rows of 16 to 150 pixels,
+def test_tiles_of_pixels_match_reference(case, oc, c, w, n, rng, monkeypatch):
+    """float32 with 1, 2, 4 or 8 output channels on the tile kernel for few channels (tiles.h's
+    tfc_px_row: 16 / OC dx pixels a vector, 1 to 4 vectors a tile): rows of 16 to 150 pixels,
     so whole tiles, a short last vector and pixels whose taps read outside dy at both ends, on
     every stride, dilation, padding and filter size."""
     used = _oc_lanes_everywhere(monkeypatch)
-    got, ref, scale = _run(case, np.float32, rng, n=n, h=9, w=w, c=c, oc=1)
+    got, ref, scale = _run(case, np.float32, rng, n=n, h=9, w=w, c=c, oc=oc)
     assert used == [not _direct(case)]
     assert_close(got, ref, scale, np.float32, CONV_TOL)
 
@@ -767,9 +768,11 @@ def test_tiles_of_one_output_channel_match_reference(case, c, w, n, rng, monkeyp
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype, oc", [(np.float32, 32), (BF, 32), (np.float32, 21),
-                                       (np.float16, 21), (np.float32, 1)],
+                                       (np.float16, 21), (np.float32, 1),
+                                       (np.float32, 4)],
                          ids=["float32", "bfloat16", "float32_partial_vector",
-                              "float16_partial_vector", "float32_one_output_channel"])
+                              "float16_partial_vector", "float32_one_output_channel",
+                              "float32_pixels_of_4_output_channels"])
 def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc, monkeypatch):
     used = _oc_lanes_everywhere(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
@@ -778,10 +781,11 @@ def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc,
 
 
 @needs_tiles
-@pytest.mark.parametrize("oc, ch", [(16, 0), (20, 18), (1, 0)],
-                         ids=["OC16", "OC20_partial_vector", "OC1_pixels_in_the_lanes"])
+@pytest.mark.parametrize("oc, ch", [(16, 0), (20, 18), (1, 0), (8, 5)],
+                         ids=["OC16", "OC20_partial_vector", "OC1_pixels_in_the_lanes",
+                              "OC8_pixels_in_the_lanes"])
 def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(oc, ch, monkeypatch):
-    """C = 3, OC = 16, 20 or 1 (dx pixels in the lanes: tfc_px_row): a one-hot dy
+    """C = 3, OC = 16, 20, 1 or 8 (dx pixels in the lanes: tfc_px_row): a one-hot dy
     (_one_hot_dy) on output channel ch (18: in the partial last vector of OC = 20) puts the
     filter's taps of that channel at their dx positions, exactly (one product and zeros in each
     sum)."""
@@ -834,9 +838,10 @@ def test_without_avx512_the_tile_kernel_is_not_used(rng, monkeypatch):
 
 @needs_tiles
 @pytest.mark.parametrize("choice, c, oc", [("_use_tiles", 16, 3), ("_use_oc_lanes", 3, 16),
-                                           ("_use_oc_lanes", 3, 21), ("_use_oc_lanes", 3, 1)],
+                                           ("_use_oc_lanes", 3, 21), ("_use_oc_lanes", 3, 1),
+                                           ("_use_oc_lanes", 3, 2)],
                          ids=["channel_tiles", "few_channels", "few_channels_partial_vector",
-                              "one_output_channel"])
+                              "one_output_channel", "two_output_channels"])
 @pytest.mark.parametrize("kx", [0, 2], ids=["last_pixel", "first_pixel"])
 def test_tiles_leave_out_taps_outside_dy(kx, choice, c, oc, monkeypatch):
     """An infinite filter value on the middle row's tap kx (3x3, padding 1), output channel

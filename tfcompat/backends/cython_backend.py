@@ -853,7 +853,7 @@ def _use_oc_lanes(p, direct):
     two or more images whose taps do not overlap at OC_LANES_DISJOINT_STRIDE. Its tiles
     put dy's output channels in the vector lanes, 16 at a time, where the channel tiles would
     leave most lanes empty (3 of 16 for an RGB image), and sum each dx value's lanes at the
-    end (docs/performance.md)."""
+    end; with one output channel in float32, 16 dx pixels instead (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
     strided = p.sh * p.sw > 1
     if (p.N >= 2 and p.fh <= p.sh and p.fw <= p.sw

@@ -359,7 +359,8 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    of the taps and then of o; each dx value is the sum of its accumulator's 16 lanes
    (_mm512_reduce_add_ps). dy may end in a partial vector of K % 16 output channels (storage
    3-5, below), read by masked loads: its lanes from K % 16 on are zeros, as are the filter's,
-   so they add exact zeros, and nothing past a pixel's K values is read. */
+   so they add exact zeros, and nothing past a pixel's K values is read. float32 with K = 1,
+   2, 4 or 8 puts 16 / K dx pixels in a vector instead (tfc_px_row). */
 #define TFC_OC_MAX_C 10
 /* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
    registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
@@ -497,17 +498,37 @@ TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3) TFC_OC_FNS(4) TFC_OC_FNS
 static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
     TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3), TFC_OC_ROW(4), TFC_OC_ROW(5)};
 
-/* tfc_oc_row for float32 and one output channel (K = 1), whose accumulators there would use
-   one lane of 16: here the lanes are 16 of the row's dx pixels side by side, V vectors of them
-   a tile. Per tap, dy's 16 values for those pixels are consecutive (K = 1), read by one
-   masked load, and multiplied by the tap's weight for channel c (b[t][c * 16]) into that
-   channel's accumulator; a lane whose pixel is past the row's end, or whose tap reads outside
-   dy, is masked off and takes nothing. Each dx value is the sum of its taps' products in the
-   order of the taps, as in tfc_oc_row, whose other 15 lanes add exact zeros: the same bits. */
+/* tfc_oc_row for float32 with K = 1, 2, 4 or 8 output channels, whose accumulators there
+   would leave most of their 16 lanes zeros: here a vector holds P = 16 / K pixels of the row
+   side by side, each its K output channels, V vectors a tile. Per tap, dy's values for those
+   pixels are 16 consecutive floats (its pixels are K values apart), read by one masked load,
+   and multiplied lane by lane by the tap's weights for channel c (b[t][c * 16 + o], repeated
+   for each pixel) into that channel's accumulator; the lanes of a pixel past the row's end,
+   or whose tap reads outside dy, are masked off and take nothing. Each dx value is then the
+   sum of its pixel's K lanes, added in _mm512_reduce_add_ps's order over a vector whose lanes
+   from K on are zeros (lanes i and i + 4, then i and i + 2, then i and i + 1; GCC's
+   avx512fintrin.h), which is what tfc_oc_row computes: the same bits. */
+static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_px_sum(
+        __m512 v, const int K) {
+    if (K >= 8) v = _mm512_add_ps(v, _mm512_permutexvar_ps(
+            _mm512_xor_si512(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1,
+                                              0), _mm512_set1_epi32(4)), v));
+    if (K >= 4) v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));   /* lanes i ^ 2 */
+    if (K >= 2) v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));   /* lanes i ^ 1 */
+    return v;
+}
+
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
         const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
-        Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps, const int C, const int V) {
-    for (Py_ssize_t i0 = 0; i0 < width; i0 += 16 * V) {
+        Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps, const int K, const int C,
+        const int V) {
+    const int P = 16 / K;
+    /* lane l holds output channel l % K of pixel l / K */
+    const __m512i rep = _mm512_and_si512(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(K - 1));
+    const __mmask16 firsts = K == 1 ? 0xFFFF : K == 2 ? 0x5555 : K == 4 ? 0x1111 : 0x0101;
+    for (Py_ssize_t i0 = 0; i0 < width; i0 += P * V) {
         __m512 acc[16];     /* V * C <= 16 */
         TFC_UNROLL
         for (int q = 0; q < V * C; q++) acc[q] = _mm512_setzero_ps();
@@ -515,19 +536,32 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
             const float *row = (const float *)rows[t];
             __m512 w[TFC_OC_MAX_C];
             TFC_UNROLL
-            for (int c = 0; c < C; c++) w[c] = _mm512_set1_ps(b[t][c * 16]);
+            for (int c = 0; c < C; c++)
+                w[c] = K == 1 ? _mm512_set1_ps(b[t][c * 16])
+                              : _mm512_permutexvar_ps(rep, _mm512_loadu_ps(b[t] + c * 16));
+            Py_ssize_t x0 = i0 + cols[t];
+            if (i0 + P * V <= width && x0 >= 0 && x0 + P * V <= OW) {  /* all inside dy */
+                TFC_UNROLL
+                for (int v = 0; v < V; v++) {
+                    __m512 y = _mm512_loadu_ps(row + (x0 + P * v) * K);
+                    TFC_UNROLL
+                    for (int c = 0; c < C; c++)
+                        acc[v * C + c] = _mm512_fmadd_ps(y, w[c], acc[v * C + c]);
+                }
+                continue;
+            }
             TFC_UNROLL
             for (int v = 0; v < V; v++) {
-                Py_ssize_t i = i0 + 16 * v, x = i + cols[t];
-                /* lanes lo <= j < hi: pixel i + j in the row and dy's x + j inside dy */
+                Py_ssize_t i = i0 + P * v, x = i + cols[t];
+                /* pixels lo <= j < hi: pixel i + j in the row and dy's x + j inside dy */
                 Py_ssize_t lo = x < 0 ? -x : 0, hi = width - i;
                 if (OW - x < hi) hi = OW - x;
-                if (hi > 16) hi = 16;
+                if (hi > P) hi = P;
                 if (hi <= lo) continue;
-                __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-                /* masked-off lanes are not read (no fault), so x + j may be outside dy there */
-                __m512 y = m == 0xFFFF ? _mm512_loadu_ps(row + x)
-                                       : _mm512_maskz_loadu_ps(m, row + x);
+                __mmask16 m = (__mmask16)(((1u << hi * K) - 1) & ~((1u << lo * K) - 1));
+                /* masked-off lanes are not read (no fault), so they may lie outside dy */
+                __m512 y = m == 0xFFFF ? _mm512_loadu_ps(row + x * K)
+                                       : _mm512_maskz_loadu_ps(m, row + x * K);
                 TFC_UNROLL
                 for (int c = 0; c < C; c++)
                     acc[v * C + c] = _mm512_mask3_fmadd_ps(y, w[c], acc[v * C + c], m);
@@ -535,46 +569,56 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
         }
         TFC_UNROLL
         for (int v = 0; v < V; v++) {
-            Py_ssize_t i = i0 + 16 * v, n = width - i;
+            Py_ssize_t i = i0 + P * v, n = width - i;
             if (n <= 0) break;
-            if (n > 16) n = 16;
-            if (C == 1 && ps == 1) {
-                _mm512_mask_storeu_ps(out + i, (__mmask16)((1u << n) - 1), acc[v]);
-                continue;
-            }
+            if (n > P) n = P;
             TFC_UNROLL
             for (int c = 0; c < C; c++) {
-                float vals[16];
-                _mm512_storeu_ps(vals, acc[v * C + c]);
-                for (Py_ssize_t j = 0; j < n; j++) out[(i + j) * ps + c] = vals[j];
+                /* each pixel's sum in its first lane, the pixels' sums side by side */
+                __m512 r = _mm512_maskz_compress_ps(firsts, tfc_px_sum(acc[v * C + c], K));
+                if (C == 1 && ps == 1) {
+                    _mm512_mask_storeu_ps(out + i, (__mmask16)((1u << n) - 1), r);
+                } else {
+                    float vals[16];
+                    _mm512_storeu_ps(vals, r);
+                    for (Py_ssize_t j = 0; j < n; j++) out[(i + j) * ps + c] = vals[j];
+                }
             }
         }
     }
 }
 
-/* tfc_px_row for each C, V vectors of pixels a tile: enough independent accumulators to keep
-   the multiply-adds busy */
+/* tfc_px_row for each K and C, V vectors of pixels a tile: enough independent accumulators to
+   keep the multiply-adds busy */
 typedef void (*tfc_px_fn)(const void *const *, const int32_t *, const float *const *,
                           Py_ssize_t, Py_ssize_t, float *, Py_ssize_t, Py_ssize_t);
-#define TFC_PX_FN(c, v) \
-    static __attribute__((target("avx512f"), noinline)) void tfc_px_row_##c( \
+#define TFC_PX_FN(k, c, v) \
+    static __attribute__((target("avx512f"), noinline)) void tfc_px_row_##k##_##c( \
             const void *const *rows, const int32_t *cols, const float *const *b, \
             Py_ssize_t taps, Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps) { \
-        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, (c), (v)); \
+        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, (k), (c), (v)); \
     }
-TFC_PX_FN(1, 4) TFC_PX_FN(2, 4) TFC_PX_FN(3, 4) TFC_PX_FN(4, 4) TFC_PX_FN(5, 2)
-TFC_PX_FN(6, 2) TFC_PX_FN(7, 2) TFC_PX_FN(8, 2) TFC_PX_FN(9, 1) TFC_PX_FN(10, 1)
-static const tfc_px_fn tfc_px_fns[TFC_OC_MAX_C + 1] = {
-    NULL, tfc_px_row_1, tfc_px_row_2, tfc_px_row_3, tfc_px_row_4, tfc_px_row_5, tfc_px_row_6,
-    tfc_px_row_7, tfc_px_row_8, tfc_px_row_9, tfc_px_row_10};
+#define TFC_PX_FNS(k) \
+    TFC_PX_FN(k, 1, 8) TFC_PX_FN(k, 2, 8) TFC_PX_FN(k, 3, 5) TFC_PX_FN(k, 4, 4) \
+    TFC_PX_FN(k, 5, 3) TFC_PX_FN(k, 6, 2) TFC_PX_FN(k, 7, 2) TFC_PX_FN(k, 8, 2) \
+    TFC_PX_FN(k, 9, 1) TFC_PX_FN(k, 10, 1)
+TFC_PX_FNS(1) TFC_PX_FNS(2) TFC_PX_FNS(4) TFC_PX_FNS(8)
+#define TFC_PX_ROW(k) {NULL, tfc_px_row_##k##_1, tfc_px_row_##k##_2, tfc_px_row_##k##_3, \
+                       tfc_px_row_##k##_4, tfc_px_row_##k##_5, tfc_px_row_##k##_6, \
+                       tfc_px_row_##k##_7, tfc_px_row_##k##_8, tfc_px_row_##k##_9, \
+                       tfc_px_row_##k##_10}
+/* by log2(K) */
+static const tfc_px_fn tfc_px_fns[4][TFC_OC_MAX_C + 1] = {
+    TFC_PX_ROW(1), TFC_PX_ROW(2), TFC_PX_ROW(4), TFC_PX_ROW(8)};
 
 /* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); K not a multiple of 16 runs
-   the version with a partial last vector (3-5); float32 with K = 1, tfc_px_row */
+   the version with a partial last vector (3-5); float32 with K = 1, 2, 4 or 8, tfc_px_row */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
-    if (K == 1 && storage == 0)
-        tfc_px_fns[C](rows, cols, b, taps, OW, (float *)out, width, ps);
+    if (storage == 0 && (K == 1 || K == 2 || K == 4 || K == 8))
+        tfc_px_fns[K == 1 ? 0 : K == 2 ? 1 : K == 4 ? 2 : 3][C](rows, cols, b, taps, OW,
+                                                                (float *)out, width, ps);
     else
         tfc_oc_fns[K % 16 ? storage + 3 : storage][C](rows, cols, b, taps, OW, K, out, width,
                                                       ps);
