@@ -905,3 +905,41 @@ def test_patch_embedding_filters(n, hw, c, oc, k, dtype, rng):
     filt = rng.standard_normal((k, k, c, oc)).astype(dtype)
     _same_bits_on((1, 2, 3), lambda: T.conv2d_backprop_input(
         [n, hw, hw, c], filt, dy, strides=[1, k, k, 1], padding="VALID"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+@pytest.mark.parametrize("n, h, c, oc, fh, sh, sw, d, pads", [
+    (1, 5000, 4, 4, 9, 1, 1, 1, (4, 4, 0, 0)), (3, 300, 64, 32, 5, 2, 1, 1, (2, 2, 0, 0)),
+    (2, 1000, 1, 16, 31, 4, 4, 1, (0, 0, 0, 3)), (2, 97, 3, 8, 3, 1, 1, 3, (3, 0, 0, 0)),
+    (4, 50, 20, 1, 4, 3, 2, 1, (1, 2, 0, 1))])
+def test_images_one_pixel_wide_run_as_rows(n, h, c, oc, fh, sh, sw, d, pads, nchw, dtype, rng,
+                                           monkeypatch):
+    """A conv over images one pixel wide (W = fw = 1, no left pad: a 1-D conv along H) runs
+    as the same conv over images one pixel tall (_as_rows: the kernels took such images a
+    pixel at a time), with H's stride, dilation and pads (and a right pad below W's stride,
+    which leaves OW = 1) moved to W: against the NumPy reference, NHWC and NCHW, with the same
+    bits on 1, 2 and 3 threads."""
+    taken = spy(monkeypatch, cython_backend, "_as_rows")
+    pt, pb, pl, pr = pads
+    oh = (h + pt + pb - (fh - 1) * d - 1) // sh + 1
+    filt = rng.standard_normal((fh, 1, c, oc)).astype(dtype)
+    dy = rng.standard_normal((n, oh, 1, oc)).astype(dtype)
+    sizes, strides, dil = [n, h, 1, c], [1, sh, sw, 1], [1, d, 1, 1]
+    exp = [0, 0, pt, pb, pl, pr, 0, 0]
+    if nchw:
+        dy = dy.transpose(0, 3, 1, 2).copy()
+        sizes, strides, dil = [n, c, h, 1], [1, 1, sh, sw], [1, 1, d, 1]
+        exp = [0, 0, 0, 0, pt, pb, pl, pr]
+    kw = dict(strides=strides, padding="EXPLICIT", explicit_paddings=exp, dilations=dil,
+              data_format="NCHW" if nchw else "NHWC")
+    call = lambda: T.conv2d_backprop_input(sizes, filt, dy, **kw)   # noqa: E731
+    got = call()
+    f64 = lambda a: a.astype(np.float64)   # noqa: E731
+    ref = T.conv2d_backprop_input(sizes, f64(filt), f64(dy), backend="numpy", **kw)
+    scale = T.conv2d_backprop_input(sizes, np.abs(f64(filt)), np.abs(f64(dy)), backend="numpy",
+                                    **kw)
+    assert taken[0] is not None
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+    _same_bits_on((1, 2, 3), call)

@@ -905,10 +905,27 @@ def _onednn_gather(p, gemm):
     return _all_merged(p)
 
 
+def _as_rows(p):
+    """A conv over images one pixel wide (W = OW = fw = 1, no padding on the left: a 1-D conv
+    along H, as [N, L, 1, C]) as the same conv over images one pixel tall, whose dx rows the
+    kernels take whole instead of one pixel at a time: dy, the filter and dx keep their memory,
+    reshaped, and H's stride, dilation and pads go to W. None for any other conv."""
+    if not (p.W == 1 and p.OW == 1 and p.fw == 1 and p.pad_left == 0 and p.H > 1):
+        return None
+    dy = p.dy.reshape((p.N, 1, p.OH, p.OC) if p.channels_last else (p.N, p.OC, 1, p.OH))
+    return dataclasses.replace(
+        p, dy=dy, filter=p.filter.reshape(1, p.fh, p.C, p.OC), H=1, W=p.H, OH=1, OW=p.OH, fh=1,
+        fw=p.fh, sh=p.sw, sw=p.sh, dh=p.dw, dw=p.dh, pad_top=0, pad_left=p.pad_top,
+        pad_bottom=p.pad_right, pad_right=p.pad_bottom)
+
+
 def _run_conv(problem):
     p = problem
     if p.empty:
         return np.zeros(p.out_shape, dtype=p.dtype)
+    rows = _as_rows(p)
+    if rows is not None:
+        return _run_conv(rows).reshape(p.out_shape)
     nthreads = kernel_threads()
     ct = p.compute_dtype
     half = _half_kind(p.dtype)
