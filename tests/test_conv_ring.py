@@ -765,14 +765,31 @@ def test_tiles_of_pixels_match_reference(case, oc, c, w, n, rng, monkeypatch):
 
 
 @needs_tiles
+@pytest.mark.parametrize("c, w, n", [(1, 150, 1), (3, 100, 2), (5, 45, 1), (10, 17, 2)])
+@pytest.mark.parametrize("oc", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", CASES[::4], ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+@pytest.mark.parametrize("dtype", [np.float16, BF], ids=["float16", "bfloat16"])
+def test_tiles_of_pixels_in_half_types_match_reference(case, oc, c, w, n, dtype, rng,
+                                                       monkeypatch):
+    """test_tiles_of_pixels_match_reference for float16 and bfloat16: dy widened as it is read
+    (the lanes at a row's ends one by one), each dx value rounded once."""
+    used = _oc_lanes_everywhere(monkeypatch)
+    got, ref, scale = _run(case, dtype, rng, n=n, h=9, w=w, c=c, oc=oc)
+    assert used == [not _direct(case)]
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, ref, scale, dtype, CONV_TOL)
+
+
+@needs_tiles
 @pytest.mark.parametrize("case", [(3, 3, 2, 1, (1, 2, 0, 1)), (5, 3, 1, 2, (3, 0, 2, 2))],
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype, oc", [(np.float32, 32), (BF, 32), (np.float32, 21),
                                        (np.float16, 21), (np.float32, 1),
-                                       (np.float32, 4)],
+                                       (np.float32, 4), (BF, 2)],
                          ids=["float32", "bfloat16", "float32_partial_vector",
                               "float16_partial_vector", "float32_one_output_channel",
-                              "float32_pixels_of_4_output_channels"])
+                              "float32_pixels_of_4_output_channels",
+                              "bfloat16_pixels_of_2_output_channels"])
 def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc, monkeypatch):
     used = _oc_lanes_everywhere(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
@@ -802,7 +819,8 @@ def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monke
     stride 1: 10), any OC, not a 1x1 stride-1 unpadded conv, and for the half types 96
     products or more per dx value (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72;
     OC 48: 108), 32 per input channel with C = 1 or 2 (3x3 stride 1, OC 4: 36; stride 2, OC
-    16: 36), and, with a stride, C <= 3; each result within tolerance of the reference."""
+    16: 36), or 1, 2, 4 or 8 output channels (tfc_px_row), and, with a stride, C <= 3; each
+    result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     same = (3, 3, 1, 1, (1, 1, 1, 1))
     takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, BF, False),
@@ -818,7 +836,12 @@ def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monke
              # 7-10 channels: float32 at stride 1 only
              (same, 8, 16, F32, True), (same, 10, 40, F32, True), (same, 11, 16, F32, False),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 8, 16, F32, False), (same, 8, 16, BF, False),
-             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, F32, True)]
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, F32, True),
+             # 1, 2, 4 or 8 output channels (dx pixels in the lanes): the half types whatever
+             # their products per dx value, with a stride for C <= 3 only
+             (same, 1, 1, BF, True), (same, 6, 2, np.float16, True),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 2, 8, np.float16, True),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 4, BF, False), (same, 3, 3, BF, False)]
     for case, c, oc, dtype, _ in takes:
         got, ref, scale = _run(case, dtype, rng, n=2, h=6, w=9, c=c, oc=oc)
         assert_close(got, ref, scale, dtype, CONV_TOL)

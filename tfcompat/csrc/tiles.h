@@ -359,8 +359,8 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    of the taps and then of o; each dx value is the sum of its accumulator's 16 lanes
    (_mm512_reduce_add_ps). dy may end in a partial vector of K % 16 output channels (storage
    3-5, below), read by masked loads: its lanes from K % 16 on are zeros, as are the filter's,
-   so they add exact zeros, and nothing past a pixel's K values is read. float32 with K = 1,
-   2, 4 or 8 puts 16 / K dx pixels in a vector instead (tfc_px_row). */
+   so they add exact zeros, and nothing past a pixel's K values is read. K = 1, 2, 4 or 8
+   puts 16 / K dx pixels in a vector instead (tfc_px_row). */
 #define TFC_OC_MAX_C 10
 /* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
    registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
@@ -498,16 +498,37 @@ TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3) TFC_OC_FNS(4) TFC_OC_FNS
 static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
     TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3), TFC_OC_ROW(4), TFC_OC_ROW(5)};
 
-/* tfc_oc_row for float32 with K = 1, 2, 4 or 8 output channels, whose accumulators there
-   would leave most of their 16 lanes zeros: here a vector holds P = 16 / K pixels of the row
-   side by side, each its K output channels, V vectors a tile. Per tap, dy's values for those
-   pixels are 16 consecutive floats (its pixels are K values apart), read by one masked load,
+/* tfc_oc_row with K = 1, 2, 4 or 8 output channels, whose accumulators there would leave
+   most of their 16 lanes zeros: here a vector holds P = 16 / K pixels of the row side by side,
+   each its K output channels, V vectors a tile. Per tap, dy's values for those pixels are 16
+   consecutive values (its pixels are K values apart, of storage S: 0 float32, 1 float16, 2
+   bfloat16, widened exactly), read by one load (a masked one, or for 16-bit values one by one),
    and multiplied lane by lane by the tap's weights for channel c (b[t][c * 16 + o], repeated
    for each pixel) into that channel's accumulator; the lanes of a pixel past the row's end,
    or whose tap reads outside dy, are masked off and take nothing. Each dx value is then the
    sum of its pixel's K lanes, added in _mm512_reduce_add_ps's order over a vector whose lanes
    from K on are zeros (lanes i and i + 4, then i and i + 2, then i and i + 1; GCC's
-   avx512fintrin.h), which is what tfc_oc_row computes: the same bits. */
+   avx512fintrin.h), which is what tfc_oc_row computes, and a half type's rounded once: the
+   same bits. */
+/* part[l] = h[l] widened for lo <= l < hi, zeros elsewhere (AVX512F has no 16-bit masked
+   load); out of line, as are the stores below: edges only, kept out of the unrolled tiles */
+static __attribute__((noinline)) void tfc_px_widen(const uint16_t *h, Py_ssize_t lo,
+                                                    Py_ssize_t hi, int bf, float *part) {
+    for (Py_ssize_t l = 0; l < 16; l++)
+        part[l] = l < lo || l >= hi ? 0.0f : bf ? tfc_bf2f(h[l]) : tfc_h2f(h[l]);
+}
+
+/* out[at + j * ps] = vals[j] for j < n, of storage S (a half type rounded once, as
+   tfc_oc_row rounds) */
+static __attribute__((noinline)) void tfc_px_store(const float *vals, Py_ssize_t n, void *out,
+                                                    Py_ssize_t at, Py_ssize_t ps, int S) {
+    for (Py_ssize_t j = 0; j < n; j++, at += ps) {
+        if (S == 0) ((float *)out)[at] = vals[j];
+        else if (S == 1) ((uint16_t *)out)[at] = tfc_f2h(vals[j]);
+        else ((uint16_t *)out)[at] = tfc_f2bf(vals[j]);
+    }
+}
+
 static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_px_sum(
         __m512 v, const int K) {
     if (K >= 8) v = _mm512_add_ps(v, _mm512_permutexvar_ps(
@@ -520,9 +541,9 @@ static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_px_su
 
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
         const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
-        Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps, const int K, const int C,
-        const int V) {
-    const int P = 16 / K;
+        Py_ssize_t OW, void *out, Py_ssize_t width, Py_ssize_t ps, const int K, const int C,
+        const int V, const int S) {
+    const int P = 16 / K, size = S == 0 ? 4 : 2;
     /* lane l holds output channel l % K of pixel l / K */
     const __m512i rep = _mm512_and_si512(
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -533,7 +554,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
         TFC_UNROLL
         for (int q = 0; q < V * C; q++) acc[q] = _mm512_setzero_ps();
         for (Py_ssize_t t = 0; t < taps; t++) {
-            const float *row = (const float *)rows[t];
+            const char *row = (const char *)rows[t];
             __m512 w[TFC_OC_MAX_C];
             TFC_UNROLL
             for (int c = 0; c < C; c++)
@@ -543,7 +564,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
             if (i0 + P * V <= width && x0 >= 0 && x0 + P * V <= OW) {  /* all inside dy */
                 TFC_UNROLL
                 for (int v = 0; v < V; v++) {
-                    __m512 y = _mm512_loadu_ps(row + (x0 + P * v) * K);
+                    __m512 y = tfc_oc_load(row + (x0 + P * v) * K * size, S, 0, 0, 16);
                     TFC_UNROLL
                     for (int c = 0; c < C; c++)
                         acc[v * C + c] = _mm512_fmadd_ps(y, w[c], acc[v * C + c]);
@@ -559,9 +580,17 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
                 if (hi > P) hi = P;
                 if (hi <= lo) continue;
                 __mmask16 m = (__mmask16)(((1u << hi * K) - 1) & ~((1u << lo * K) - 1));
-                /* masked-off lanes are not read (no fault), so they may lie outside dy */
-                __m512 y = m == 0xFFFF ? _mm512_loadu_ps(row + x * K)
-                                       : _mm512_maskz_loadu_ps(m, row + x * K);
+                __m512 y;
+                if (m == 0xFFFF) {
+                    y = tfc_oc_load(row + x * K * size, S, 0, 0, 16);
+                } else if (S == 0) {
+                    /* masked-off lanes are not read (no fault), so they may lie outside dy */
+                    y = _mm512_maskz_loadu_ps(m, (const float *)row + x * K);
+                } else {
+                    float part[16];
+                    tfc_px_widen((const uint16_t *)row + x * K, lo * K, hi * K, S == 2, part);
+                    y = _mm512_loadu_ps(part);
+                }
                 TFC_UNROLL
                 for (int c = 0; c < C; c++)
                     acc[v * C + c] = _mm512_mask3_fmadd_ps(y, w[c], acc[v * C + c], m);
@@ -576,12 +605,12 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
             for (int c = 0; c < C; c++) {
                 /* each pixel's sum in its first lane, the pixels' sums side by side */
                 __m512 r = _mm512_maskz_compress_ps(firsts, tfc_px_sum(acc[v * C + c], K));
-                if (C == 1 && ps == 1) {
-                    _mm512_mask_storeu_ps(out + i, (__mmask16)((1u << n) - 1), r);
+                if (S == 0 && C == 1 && ps == 1) {
+                    _mm512_mask_storeu_ps((float *)out + i, (__mmask16)((1u << n) - 1), r);
                 } else {
                     float vals[16];
                     _mm512_storeu_ps(vals, r);
-                    for (Py_ssize_t j = 0; j < n; j++) out[(i + j) * ps + c] = vals[j];
+                    tfc_px_store(vals, n, out, i * ps + c, ps, S);
                 }
             }
         }
@@ -591,34 +620,37 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
 /* tfc_px_row for each K and C, V vectors of pixels a tile: enough independent accumulators to
    keep the multiply-adds busy */
 typedef void (*tfc_px_fn)(const void *const *, const int32_t *, const float *const *,
-                          Py_ssize_t, Py_ssize_t, float *, Py_ssize_t, Py_ssize_t);
-#define TFC_PX_FN(k, c, v) \
-    static __attribute__((target("avx512f"), noinline)) void tfc_px_row_##k##_##c( \
+                          Py_ssize_t, Py_ssize_t, void *, Py_ssize_t, Py_ssize_t);
+#define TFC_PX_FN(k, c, v, s) \
+    static __attribute__((target("avx512f"), noinline)) void tfc_px_row_##k##_##c##_##s( \
             const void *const *rows, const int32_t *cols, const float *const *b, \
-            Py_ssize_t taps, Py_ssize_t OW, float *out, Py_ssize_t width, Py_ssize_t ps) { \
-        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, (k), (c), (v)); \
+            Py_ssize_t taps, Py_ssize_t OW, void *out, Py_ssize_t width, Py_ssize_t ps) { \
+        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, (k), (c), (v), (s)); \
     }
-#define TFC_PX_FNS(k) \
-    TFC_PX_FN(k, 1, 8) TFC_PX_FN(k, 2, 8) TFC_PX_FN(k, 3, 5) TFC_PX_FN(k, 4, 4) \
-    TFC_PX_FN(k, 5, 3) TFC_PX_FN(k, 6, 2) TFC_PX_FN(k, 7, 2) TFC_PX_FN(k, 8, 2) \
-    TFC_PX_FN(k, 9, 1) TFC_PX_FN(k, 10, 1)
-TFC_PX_FNS(1) TFC_PX_FNS(2) TFC_PX_FNS(4) TFC_PX_FNS(8)
-#define TFC_PX_ROW(k) {NULL, tfc_px_row_##k##_1, tfc_px_row_##k##_2, tfc_px_row_##k##_3, \
-                       tfc_px_row_##k##_4, tfc_px_row_##k##_5, tfc_px_row_##k##_6, \
-                       tfc_px_row_##k##_7, tfc_px_row_##k##_8, tfc_px_row_##k##_9, \
-                       tfc_px_row_##k##_10}
-/* by log2(K) */
-static const tfc_px_fn tfc_px_fns[4][TFC_OC_MAX_C + 1] = {
-    TFC_PX_ROW(1), TFC_PX_ROW(2), TFC_PX_ROW(4), TFC_PX_ROW(8)};
+#define TFC_PX_FNS(k, s) \
+    TFC_PX_FN(k, 1, 8, s) TFC_PX_FN(k, 2, 8, s) TFC_PX_FN(k, 3, 5, s) TFC_PX_FN(k, 4, 4, s) \
+    TFC_PX_FN(k, 5, 3, s) TFC_PX_FN(k, 6, 2, s) TFC_PX_FN(k, 7, 2, s) TFC_PX_FN(k, 8, 2, s) \
+    TFC_PX_FN(k, 9, 1, s) TFC_PX_FN(k, 10, 1, s)
+#define TFC_PX_STORAGE(s) TFC_PX_FNS(1, s) TFC_PX_FNS(2, s) TFC_PX_FNS(4, s) TFC_PX_FNS(8, s)
+TFC_PX_STORAGE(0) TFC_PX_STORAGE(1) TFC_PX_STORAGE(2)
+#define TFC_PX_ROW(k, s) {NULL, tfc_px_row_##k##_1_##s, tfc_px_row_##k##_2_##s, \
+                          tfc_px_row_##k##_3_##s, tfc_px_row_##k##_4_##s, \
+                          tfc_px_row_##k##_5_##s, tfc_px_row_##k##_6_##s, \
+                          tfc_px_row_##k##_7_##s, tfc_px_row_##k##_8_##s, \
+                          tfc_px_row_##k##_9_##s, tfc_px_row_##k##_10_##s}
+#define TFC_PX_ROWS(s) {TFC_PX_ROW(1, s), TFC_PX_ROW(2, s), TFC_PX_ROW(4, s), TFC_PX_ROW(8, s)}
+/* by storage, then log2(K) */
+static const tfc_px_fn tfc_px_fns[3][4][TFC_OC_MAX_C + 1] = {
+    TFC_PX_ROWS(0), TFC_PX_ROWS(1), TFC_PX_ROWS(2)};
 
 /* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); K not a multiple of 16 runs
-   the version with a partial last vector (3-5); float32 with K = 1, 2, 4 or 8, tfc_px_row */
+   the version with a partial last vector (3-5); K = 1, 2, 4 or 8, tfc_px_row */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
-    if (storage == 0 && (K == 1 || K == 2 || K == 4 || K == 8))
-        tfc_px_fns[K == 1 ? 0 : K == 2 ? 1 : K == 4 ? 2 : 3][C](rows, cols, b, taps, OW,
-                                                                (float *)out, width, ps);
+    if (K == 1 || K == 2 || K == 4 || K == 8)
+        tfc_px_fns[storage][K == 1 ? 0 : K == 2 ? 1 : K == 4 ? 2 : 3][C](rows, cols, b, taps,
+                                                                         OW, out, width, ps);
     else
         tfc_oc_fns[K % 16 ? storage + 3 : storage][C](rows, cols, b, taps, OW, K, out, width,
                                                       ps);
