@@ -749,13 +749,13 @@ def test_tiles_of_output_channels_match_reference(case, c, oc, w, n, dtype, rng,
 
 
 @needs_tiles
-@pytest.mark.parametrize("c, w, n", [(1, 150, 1), (1, 37, 2), (2, 70, 1), (3, 100, 2),
-                                     (4, 16, 1), (5, 45, 1), (8, 33, 2), (10, 17, 1)])
-@pytest.mark.parametrize("oc", [1, 2, 4, 8])
+@pytest.mark.parametrize("c, w, n", [(1, 150, 1), (2, 70, 1), (3, 100, 2), (4, 16, 1),
+                                     (8, 33, 2), (10, 17, 1)])
+@pytest.mark.parametrize("oc", [1, 2, 3, 4, 5, 7, 8])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 def test_tiles_of_pixels_match_reference(case, oc, c, w, n, rng, monkeypatch):
-    """float32 with 1, 2, 4 or 8 output channels on the tile kernel for few channels (tiles.h's
-    tfc_px_row: 16 / OC dx pixels a vector, 1 to 4 vectors a tile): rows of 16 to 150 pixels,
+    """float32 with 1 to 8 output channels on the tile kernel for few channels (tiles.h's
+    tfc_px_row: 16 // OC dx pixels a vector, 1 to 8 vectors a tile): rows of 16 to 150 pixels,
     so whole tiles, a short last vector and pixels whose taps read outside dy at both ends, on
     every stride, dilation, padding and filter size."""
     used = _oc_lanes_everywhere(monkeypatch)
@@ -766,7 +766,7 @@ def test_tiles_of_pixels_match_reference(case, oc, c, w, n, rng, monkeypatch):
 
 @needs_tiles
 @pytest.mark.parametrize("c, w, n", [(1, 150, 1), (3, 100, 2), (5, 45, 1), (10, 17, 2)])
-@pytest.mark.parametrize("oc", [1, 2, 4, 8])
+@pytest.mark.parametrize("oc", [1, 2, 3, 4, 6, 8])
 @pytest.mark.parametrize("case", CASES[::4], ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype", [np.float16, BF], ids=["float16", "bfloat16"])
 def test_tiles_of_pixels_in_half_types_match_reference(case, oc, c, w, n, dtype, rng,
@@ -785,11 +785,12 @@ def test_tiles_of_pixels_in_half_types_match_reference(case, oc, c, w, n, dtype,
                          ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
 @pytest.mark.parametrize("dtype, oc", [(np.float32, 32), (BF, 32), (np.float32, 21),
                                        (np.float16, 21), (np.float32, 1),
-                                       (np.float32, 4), (BF, 2)],
+                                       (np.float32, 4), (BF, 2), (np.float32, 5)],
                          ids=["float32", "bfloat16", "float32_partial_vector",
                               "float16_partial_vector", "float32_one_output_channel",
                               "float32_pixels_of_4_output_channels",
-                              "bfloat16_pixels_of_2_output_channels"])
+                              "bfloat16_pixels_of_2_output_channels",
+                              "float32_pixels_of_5_output_channels"])
 def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc, monkeypatch):
     used = _oc_lanes_everywhere(monkeypatch)
     monkeypatch.setattr(cython_backend, "GATHER_VALUES", 3000)
@@ -798,11 +799,11 @@ def test_tiles_of_output_channels_same_bits_on_any_thread_count(case, dtype, oc,
 
 
 @needs_tiles
-@pytest.mark.parametrize("oc, ch", [(16, 0), (20, 18), (1, 0), (8, 5)],
+@pytest.mark.parametrize("oc, ch", [(16, 0), (20, 18), (1, 0), (8, 5), (3, 2)],
                          ids=["OC16", "OC20_partial_vector", "OC1_pixels_in_the_lanes",
-                              "OC8_pixels_in_the_lanes"])
+                              "OC8_pixels_in_the_lanes", "OC3_pixels_in_15_lanes"])
 def test_tiles_of_output_channels_put_each_tap_at_its_dx_position(oc, ch, monkeypatch):
-    """C = 3, OC = 16, 20, 1 or 8 (dx pixels in the lanes: tfc_px_row): a one-hot dy
+    """C = 3, OC = 16, 20, 1, 8 or 3 (dx pixels in the lanes: tfc_px_row): a one-hot dy
     (_one_hot_dy) on output channel ch (18: in the partial last vector of OC = 20) puts the
     filter's taps of that channel at their dx positions, exactly (one product and zeros in each
     sum)."""
@@ -819,8 +820,8 @@ def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monke
     stride 1: 10), any OC, not a 1x1 stride-1 unpadded conv, and for the half types 96
     products or more per dx value (3x3, stride 1, OC 16: 144, OC 10: 90; stride 2, OC 32: 72;
     OC 48: 108), 32 per input channel with C = 1 or 2 (3x3 stride 1, OC 4: 36; stride 2, OC
-    16: 36), or 1, 2, 4 or 8 output channels (tfc_px_row), and, with a stride, C <= 3; each
-    result within tolerance of the reference."""
+    16: 36), or up to 8 output channels (tfc_px_row; with a stride 1, 2, 4 or 8), and, with a
+    stride, C <= 3; each result within tolerance of the reference."""
     used = _tiles(monkeypatch, "_use_oc_lanes")
     same = (3, 3, 1, 1, (1, 1, 1, 1))
     takes = [(same, 3, 64, F32, True), (same, 6, 16, F32, True), (same, 7, 16, BF, False),
@@ -837,11 +838,13 @@ def test_tiles_of_output_channels_take_few_channels_and_whole_vectors(rng, monke
              (same, 8, 16, F32, True), (same, 10, 40, F32, True), (same, 11, 16, F32, False),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 8, 16, F32, False), (same, 8, 16, BF, False),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 48, F32, True),
-             # 1, 2, 4 or 8 output channels (dx pixels in the lanes): the half types whatever
-             # their products per dx value, with a stride for C <= 3 only
-             (same, 1, 1, BF, True), (same, 6, 2, np.float16, True),
+             # up to 8 output channels (dx pixels in the lanes): the half types whatever
+             # their products per dx value, with a stride for 1, 2, 4 or 8 of them and
+             # C <= 3 only
+             (same, 1, 1, BF, True), (same, 6, 2, np.float16, True), (same, 3, 3, BF, True),
              ((3, 3, 2, 1, (1, 1, 1, 1)), 2, 8, np.float16, True),
-             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 4, BF, False), (same, 3, 3, BF, False)]
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 2, 3, np.float16, False),
+             ((3, 3, 2, 1, (1, 1, 1, 1)), 4, 4, BF, False), (same, 3, 9, BF, False)]
     for case, c, oc, dtype, _ in takes:
         got, ref, scale = _run(case, dtype, rng, n=2, h=6, w=9, c=c, oc=oc)
         assert_close(got, ref, scale, dtype, CONV_TOL)

@@ -836,9 +836,12 @@ OC_LANES_STRIDE1_MAX_C = 10
 OC_LANES_HALF_WORK = 96
 OC_LANES_HALF_WORK_PER_C = 32
 OC_LANES_HALF_STRIDED_MAX_C = 3
-# The output channel counts whose tiles hold dx pixels in the lanes (tiles.h's tfc_px_row): no
-# lane sum per dx value, so a half type takes them whatever its products per dx value
-PIXEL_LANES_OC = (1, 2, 4, 8)
+# The output channel counts whose tiles hold dx pixels in the lanes (tiles.h's tfc_px_row, up
+# to 8): no lane sum per dx value, so a half type takes them whatever its products per dx
+# value, with a stride only where the pixels fill the vectors (with 3, 5, 6 or 7 output
+# channels a strided float16 conv ran slower than the other strategies: docs/performance.md)
+PIXEL_LANES_MAX_OC = 8
+PIXEL_LANES_STRIDED_OC = (1, 2, 4, 8)
 # From two images on, a filter whose taps do not overlap (fh <= sh, fw <= sw: a patch
 # embedding) at strides of sh * sw >= this many pixels keeps the col2im: its one GEMM per
 # image, every tap's C columns side by side, beat this kernel's many stride phases, whose bands
@@ -852,12 +855,13 @@ def _use_oc_lanes(p, direct):
     C <= OC_LANES_MAX_C (float32 at stride 1: OC_LANES_STRIDE1_MAX_C), whatever OC (a last
     partial vector of output channels is read by masked loads); for the half types, where
     each dx value takes OC_LANES_HALF_WORK products or more (OC_LANES_HALF_WORK_PER_C per
-    channel for C = 1 and 2) or OC is one of PIXEL_LANES_OC, and, with a stride,
-    C <= OC_LANES_HALF_STRIDED_MAX_C; not for
-    two or more images whose taps do not overlap at OC_LANES_DISJOINT_STRIDE. Its tiles
-    put dy's output channels in the vector lanes, 16 at a time, where the channel tiles would
-    leave most lanes empty (3 of 16 for an RGB image), and sum each dx value's lanes at the
-    end; with one output channel in float32, 16 dx pixels instead (docs/performance.md)."""
+    channel for C = 1 and 2) or its tiles hold dx pixels (OC <= PIXEL_LANES_MAX_OC, with a
+    stride one of PIXEL_LANES_STRIDED_OC), and, with a stride, C <= OC_LANES_HALF_STRIDED_MAX_C;
+    not for two or more images whose taps do not overlap at OC_LANES_DISJOINT_STRIDE. Its
+    tiles put dy's output channels in the vector lanes, 16 at a time, where the channel tiles
+    would leave most lanes empty (3 of 16 for an RGB image), and sum each dx value's lanes at
+    the end; with at most 8 output channels, 16 / OC dx pixels a vector instead
+    (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
     strided = p.sh * p.sw > 1
     if (p.N >= 2 and p.fh <= p.sh and p.fw <= p.sw
@@ -865,7 +869,8 @@ def _use_oc_lanes(p, direct):
         return False
     if half:
         least = min(OC_LANES_HALF_WORK, OC_LANES_HALF_WORK_PER_C * p.C)
-        if ((p.fh * p.fw * p.OC < least * p.sh * p.sw and p.OC not in PIXEL_LANES_OC)
+        pixels = p.OC <= PIXEL_LANES_MAX_OC and (not strided or p.OC in PIXEL_LANES_STRIDED_OC)
+        if ((p.fh * p.fw * p.OC < least * p.sh * p.sw and not pixels)
                 or (strided and p.C > OC_LANES_HALF_STRIDED_MAX_C)):
             return False
     most = OC_LANES_STRIDE1_MAX_C if p.dtype == F32 and not strided else OC_LANES_MAX_C

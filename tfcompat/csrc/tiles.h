@@ -359,8 +359,8 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    of the taps and then of o; each dx value is the sum of its accumulator's 16 lanes
    (_mm512_reduce_add_ps). dy may end in a partial vector of K % 16 output channels (storage
    3-5, below), read by masked loads: its lanes from K % 16 on are zeros, as are the filter's,
-   so they add exact zeros, and nothing past a pixel's K values is read. K = 1, 2, 4 or 8
-   puts 16 / K dx pixels in a vector instead (tfc_px_row). */
+   so they add exact zeros, and nothing past a pixel's K values is read. K <= 8 puts 16 / K
+   dx pixels in a vector instead (tfc_px_row). */
 #define TFC_OC_MAX_C 10
 /* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
    registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
@@ -498,11 +498,12 @@ TFC_OC_FNS(0) TFC_OC_FNS(1) TFC_OC_FNS(2) TFC_OC_FNS(3) TFC_OC_FNS(4) TFC_OC_FNS
 static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
     TFC_OC_ROW(0), TFC_OC_ROW(1), TFC_OC_ROW(2), TFC_OC_ROW(3), TFC_OC_ROW(4), TFC_OC_ROW(5)};
 
-/* tfc_oc_row with K = 1, 2, 4 or 8 output channels, whose accumulators there would leave
-   most of their 16 lanes zeros: here a vector holds P = 16 / K pixels of the row side by side,
-   each its K output channels, V vectors a tile. Per tap, dy's values for those pixels are 16
-   consecutive values (its pixels are K values apart, of storage S: 0 float32, 1 float16, 2
-   bfloat16, widened exactly), read by one load (a masked one, or for 16-bit values one by one),
+/* tfc_px_row: tfc_oc_row with K <= TFC_PX_MAX_K output channels, whose accumulators there
+   would leave most of their 16 lanes zeros. Here a vector holds P = 16 / K pixels of the row
+   side by side in its first P * K lanes, each pixel its K output channels, V vectors a tile.
+   Per tap, dy's values for those pixels are P * K consecutive values (its pixels are K values
+   apart, of storage S: 0 float32, 1 float16, 2 bfloat16, widened exactly), read by one load
+   (a masked one where a pixel is missing, at a row's ends for 16-bit values one by one),
    and multiplied lane by lane by the tap's weights for channel c (b[t][c * 16 + o], repeated
    for each pixel) into that channel's accumulator; the lanes of a pixel past the row's end,
    or whose tap reads outside dy, are masked off and take nothing. Each dx value is then the
@@ -510,6 +511,8 @@ static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
    from K on are zeros (lanes i and i + 4, then i and i + 2, then i and i + 1; GCC's
    avx512fintrin.h), which is what tfc_oc_row computes, and a half type's rounded once: the
    same bits. */
+#define TFC_PX_MAX_K 8
+
 /* part[l] = h[l] widened for lo <= l < hi, zeros elsewhere (AVX512F has no 16-bit masked
    load); out of line, as are the stores below: edges only, kept out of the unrolled tiles */
 static __attribute__((noinline)) void tfc_px_widen(const uint16_t *h, Py_ssize_t lo,
@@ -529,26 +532,72 @@ static __attribute__((noinline)) void tfc_px_store(const float *vals, Py_ssize_t
     }
 }
 
+/* The lanes of a call of tfc_px_row with K output channels: P = 16 / K pixels a vector in
+   its first L = P * K lanes, lane l output channel l % K of pixel l / K. rep: the lane of the
+   filter's [16] row each lane takes (l % K); up4, up2, up1: lane l + 4, + 2, + 1; a, b, c:
+   the lanes that add lane l + 4, + 2 and + 1 in each pixel's sum (of the channels i = l % K
+   with i + 4 < K; i < 2 and i + 2 < K; i = 0 and K > 1), firsts: each pixel's first lane. */
+typedef struct {
+    int P, L;
+    __mmask16 full, a, b, c, firsts;
+    __m512i rep, up4, up2, up1;
+} tfc_px_lanes;
+
+static inline __attribute__((target("avx512f"), always_inline)) tfc_px_lanes tfc_px_layout(
+        int K) {
+    tfc_px_lanes z;
+    int32_t rep[16], up4[16], up2[16], up1[16];
+    z.P = 16 / K;
+    z.L = z.P * K;
+    z.full = (__mmask16)(z.L == 16 ? 0xFFFF : (1u << z.L) - 1);
+    z.a = z.b = z.c = z.firsts = 0;
+    for (int l = 0; l < 16; l++) {
+        int i = l % K;
+        rep[l] = i;
+        up4[l] = l + 4 < 16 ? l + 4 : 15;
+        up2[l] = l + 2 < 16 ? l + 2 : 15;
+        up1[l] = l + 1 < 16 ? l + 1 : 15;
+        if (l >= z.L) continue;
+        if (i + 4 < K) z.a |= (__mmask16)(1u << l);
+        if (i < 2 && i + 2 < K) z.b |= (__mmask16)(1u << l);
+        if (i == 0 && K > 1) z.c |= (__mmask16)(1u << l);
+        if (i == 0) z.firsts |= (__mmask16)(1u << l);
+    }
+    z.rep = _mm512_loadu_si512(rep);
+    z.up4 = _mm512_loadu_si512(up4);
+    z.up2 = _mm512_loadu_si512(up2);
+    z.up1 = _mm512_loadu_si512(up1);
+    return z;
+}
+
+/* each pixel's sum of its K lanes into its first lane, in _mm512_reduce_add_ps's order over
+   a vector whose lanes from K on are zeros (its adds of zeros are exact): lanes i and i + 4,
+   then i and i + 2, then i and i + 1 */
 static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_px_sum(
-        __m512 v, const int K) {
-    if (K >= 8) v = _mm512_add_ps(v, _mm512_permutexvar_ps(
-            _mm512_xor_si512(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1,
-                                              0), _mm512_set1_epi32(4)), v));
-    if (K >= 4) v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));   /* lanes i ^ 2 */
-    if (K >= 2) v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));   /* lanes i ^ 1 */
+        __m512 v, const tfc_px_lanes *z) {
+    if (z->a) v = _mm512_mask_add_ps(v, z->a, v, _mm512_permutexvar_ps(z->up4, v));
+    if (z->b) v = _mm512_mask_add_ps(v, z->b, v, _mm512_permutexvar_ps(z->up2, v));
+    if (z->c) v = _mm512_mask_add_ps(v, z->c, v, _mm512_permutexvar_ps(z->up1, v));
     return v;
+}
+
+/* L of dy's values of storage S at p, widened, zeros in the other lanes */
+static inline __attribute__((target("avx512f"), always_inline)) __m512 tfc_px_load(
+        const char *p, const tfc_px_lanes *z, const int S) {
+    if (z->L == 16) return tfc_oc_load(p, S, 0, 0, 16);
+    if (S == 0) return _mm512_maskz_loadu_ps(z->full, p);
+    return tfc_oc_load(p, S, 1, z->full, z->L);
 }
 
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
         const void *const *rows, const int32_t *cols, const float *const *b, Py_ssize_t taps,
-        Py_ssize_t OW, void *out, Py_ssize_t width, Py_ssize_t ps, const int K, const int C,
-        const int V, const int S) {
-    const int P = 16 / K, size = S == 0 ? 4 : 2;
-    /* lane l holds output channel l % K of pixel l / K */
-    const __m512i rep = _mm512_and_si512(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32(K - 1));
-    const __mmask16 firsts = K == 1 ? 0xFFFF : K == 2 ? 0x5555 : K == 4 ? 0x1111 : 0x0101;
+        Py_ssize_t OW, void *out, Py_ssize_t width, Py_ssize_t ps, int kr, const int KC,
+        const int C, const int V, const int S) {
+    /* K known when compiled (1, 2, 4, 8: the index arithmetic and lane tables fold), else
+       (KC = 0) kr */
+    const int K = KC ? KC : kr, size = S == 0 ? 4 : 2;
+    const tfc_px_lanes z = tfc_px_layout(K);
+    const int P = z.P;
     for (Py_ssize_t i0 = 0; i0 < width; i0 += P * V) {
         __m512 acc[16];     /* V * C <= 16 */
         TFC_UNROLL
@@ -559,12 +608,12 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
             TFC_UNROLL
             for (int c = 0; c < C; c++)
                 w[c] = K == 1 ? _mm512_set1_ps(b[t][c * 16])
-                              : _mm512_permutexvar_ps(rep, _mm512_loadu_ps(b[t] + c * 16));
+                              : _mm512_permutexvar_ps(z.rep, _mm512_loadu_ps(b[t] + c * 16));
             Py_ssize_t x0 = i0 + cols[t];
             if (i0 + P * V <= width && x0 >= 0 && x0 + P * V <= OW) {  /* all inside dy */
                 TFC_UNROLL
                 for (int v = 0; v < V; v++) {
-                    __m512 y = tfc_oc_load(row + (x0 + P * v) * K * size, S, 0, 0, 16);
+                    __m512 y = tfc_px_load(row + (x0 + P * v) * K * size, &z, S);
                     TFC_UNROLL
                     for (int c = 0; c < C; c++)
                         acc[v * C + c] = _mm512_fmadd_ps(y, w[c], acc[v * C + c]);
@@ -581,8 +630,8 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
                 if (hi <= lo) continue;
                 __mmask16 m = (__mmask16)(((1u << hi * K) - 1) & ~((1u << lo * K) - 1));
                 __m512 y;
-                if (m == 0xFFFF) {
-                    y = tfc_oc_load(row + x * K * size, S, 0, 0, 16);
+                if (m == z.full) {
+                    y = tfc_px_load(row + x * K * size, &z, S);
                 } else if (S == 0) {
                     /* masked-off lanes are not read (no fault), so they may lie outside dy */
                     y = _mm512_maskz_loadu_ps(m, (const float *)row + x * K);
@@ -604,7 +653,7 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
             TFC_UNROLL
             for (int c = 0; c < C; c++) {
                 /* each pixel's sum in its first lane, the pixels' sums side by side */
-                __m512 r = _mm512_maskz_compress_ps(firsts, tfc_px_sum(acc[v * C + c], K));
+                __m512 r = _mm512_maskz_compress_ps(z.firsts, tfc_px_sum(acc[v * C + c], &z));
                 if (S == 0 && C == 1 && ps == 1) {
                     _mm512_mask_storeu_ps((float *)out + i, (__mmask16)((1u << n) - 1), r);
                 } else {
@@ -617,40 +666,44 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_px_row(
     }
 }
 
-/* tfc_px_row for each K and C, V vectors of pixels a tile: enough independent accumulators to
-   keep the multiply-adds busy */
+/* tfc_px_row for each K of 1, 2, 4 and 8 (0: K = 3, 5, 6 or 7, an argument), C and storage,
+   V vectors of pixels a tile: enough independent accumulators to keep the multiply-adds busy
+   (K an argument throughout ran 20-40 % slower) */
 typedef void (*tfc_px_fn)(const void *const *, const int32_t *, const float *const *,
-                          Py_ssize_t, Py_ssize_t, void *, Py_ssize_t, Py_ssize_t);
+                          Py_ssize_t, Py_ssize_t, void *, Py_ssize_t, Py_ssize_t, int);
 #define TFC_PX_FN(k, c, v, s) \
     static __attribute__((target("avx512f"), noinline)) void tfc_px_row_##k##_##c##_##s( \
             const void *const *rows, const int32_t *cols, const float *const *b, \
-            Py_ssize_t taps, Py_ssize_t OW, void *out, Py_ssize_t width, Py_ssize_t ps) { \
-        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, (k), (c), (v), (s)); \
+            Py_ssize_t taps, Py_ssize_t OW, void *out, Py_ssize_t width, Py_ssize_t ps, \
+            int kr) { \
+        tfc_px_row(rows, cols, b, taps, OW, out, width, ps, kr, (k), (c), (v), (s)); \
     }
 #define TFC_PX_FNS(k, s) \
     TFC_PX_FN(k, 1, 8, s) TFC_PX_FN(k, 2, 8, s) TFC_PX_FN(k, 3, 5, s) TFC_PX_FN(k, 4, 4, s) \
     TFC_PX_FN(k, 5, 3, s) TFC_PX_FN(k, 6, 2, s) TFC_PX_FN(k, 7, 2, s) TFC_PX_FN(k, 8, 2, s) \
     TFC_PX_FN(k, 9, 1, s) TFC_PX_FN(k, 10, 1, s)
-#define TFC_PX_STORAGE(s) TFC_PX_FNS(1, s) TFC_PX_FNS(2, s) TFC_PX_FNS(4, s) TFC_PX_FNS(8, s)
+#define TFC_PX_STORAGE(s) TFC_PX_FNS(0, s) TFC_PX_FNS(1, s) TFC_PX_FNS(2, s) TFC_PX_FNS(4, s) \
+    TFC_PX_FNS(8, s)
 TFC_PX_STORAGE(0) TFC_PX_STORAGE(1) TFC_PX_STORAGE(2)
 #define TFC_PX_ROW(k, s) {NULL, tfc_px_row_##k##_1_##s, tfc_px_row_##k##_2_##s, \
                           tfc_px_row_##k##_3_##s, tfc_px_row_##k##_4_##s, \
                           tfc_px_row_##k##_5_##s, tfc_px_row_##k##_6_##s, \
                           tfc_px_row_##k##_7_##s, tfc_px_row_##k##_8_##s, \
                           tfc_px_row_##k##_9_##s, tfc_px_row_##k##_10_##s}
-#define TFC_PX_ROWS(s) {TFC_PX_ROW(1, s), TFC_PX_ROW(2, s), TFC_PX_ROW(4, s), TFC_PX_ROW(8, s)}
-/* by storage, then log2(K) */
-static const tfc_px_fn tfc_px_fns[3][4][TFC_OC_MAX_C + 1] = {
+#define TFC_PX_ROWS(s) {TFC_PX_ROW(0, s), TFC_PX_ROW(1, s), TFC_PX_ROW(2, s), \
+                        TFC_PX_ROW(4, s), TFC_PX_ROW(8, s)}
+/* by storage, then K (0: 3, 5, 6, 7), then C */
+static const tfc_px_fn tfc_px_fns[3][5][TFC_OC_MAX_C + 1] = {
     TFC_PX_ROWS(0), TFC_PX_ROWS(1), TFC_PX_ROWS(2)};
 
 /* storage: 0 float32, 1 float16, 2 bfloat16 (conv.pxi's STORE_*); K not a multiple of 16 runs
-   the version with a partial last vector (3-5); K = 1, 2, 4 or 8, tfc_px_row */
+   the version with a partial last vector (3-5); K <= TFC_PX_MAX_K, tfc_px_row */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
-    if (K == 1 || K == 2 || K == 4 || K == 8)
-        tfc_px_fns[storage][K == 1 ? 0 : K == 2 ? 1 : K == 4 ? 2 : 3][C](rows, cols, b, taps,
-                                                                         OW, out, width, ps);
+    if (K <= TFC_PX_MAX_K)
+        tfc_px_fns[storage][K == 1 ? 1 : K == 2 ? 2 : K == 4 ? 3 : K == 8 ? 4 : 0][C](
+            rows, cols, b, taps, OW, out, width, ps, (int)K);
     else
         tfc_oc_fns[K % 16 ? storage + 3 : storage][C](rows, cols, b, taps, OW, K, out, width,
                                                       ps);
