@@ -837,10 +837,11 @@ OC_LANES_HALF_WORK = 96
 OC_LANES_HALF_WORK_PER_C = 32
 OC_LANES_HALF_STRIDED_MAX_C = 3
 # The output channel counts whose tiles hold dx pixels in the lanes (tiles.h's tfc_px_row, up
-# to 8): no lane sum per dx value, so a half type takes them whatever its products per dx
-# value, with a stride only where the pixels fill the vectors (with 3, 5, 6 or 7 output
-# channels a strided float16 conv ran slower than the other strategies: docs/performance.md)
-PIXEL_LANES_MAX_OC = 8
+# to PIXEL_LANES_MAX_OC): no lane sum per dx value, so a half type takes them whatever its
+# products per dx value, with a stride only where the pixels fill the vectors (with 3, 5, 6 or
+# 7 output channels a strided float16 conv ran slower than the other strategies:
+# docs/performance.md)
+PIXEL_LANES_MAX_OC = _kernels.CONV_PIXEL_LANES_MAX_OC
 PIXEL_LANES_STRIDED_OC = (1, 2, 4, 8)
 # From two images on, a filter whose taps do not overlap (fh <= sh, fw <= sw: a patch
 # embedding) at strides of sh * sw >= this many pixels keeps the col2im: its one GEMM per
@@ -860,7 +861,7 @@ def _use_oc_lanes(p, direct):
     not for two or more images whose taps do not overlap at OC_LANES_DISJOINT_STRIDE. Its
     tiles put dy's output channels in the vector lanes, 16 at a time, where the channel tiles
     would leave most lanes empty (3 of 16 for an RGB image), and sum each dx value's lanes at
-    the end; with at most 8 output channels, 16 / OC dx pixels a vector instead
+    the end; with at most 8 output channels, 16 // OC dx pixels a vector instead
     (docs/performance.md)."""
     half = _half_kind(p.dtype) is not None
     strided = p.sh * p.sw > 1

@@ -77,6 +77,7 @@ cdef extern from "tiles.h":
                                    void* out, Py_ssize_t width, Py_ssize_t ps,
                                    Py_ssize_t rs, int half) noexcept nogil
     enum: TFC_OC_MAX_C
+    enum: TFC_PX_MAX_K
     void oc_rows "tfc_oc_rows"(const void* const* rows, const int32_t* cols,
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
                                Py_ssize_t K, Py_ssize_t C, void* out, Py_ssize_t width,
@@ -827,6 +828,9 @@ cdef extern from *:
     enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
 
 CONV_TILE_WIDE_VALUES = TILE_WIDE_VALUES
+# the most output channels whose dx pixels share a vector in the tile kernel for few channels
+# (tiles.h's tfc_px_row)
+CONV_PIXEL_LANES_MAX_OC = TFC_PX_MAX_K
 
 
 cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:

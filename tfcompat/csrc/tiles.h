@@ -42,6 +42,10 @@
 #define TFC_TILE_KC 128
 #endif
 #define TFC_TILE_SEGS 8
+/* the most input channels of the tile kernel for few channels, and the most output channels
+   whose dx pixels share a vector (both below); defined on every build, as conv.pxi reads them */
+#define TFC_OC_MAX_C 10
+#define TFC_PX_MAX_K 8
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -359,9 +363,8 @@ static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int3
    of the taps and then of o; each dx value is the sum of its accumulator's 16 lanes
    (_mm512_reduce_add_ps). dy may end in a partial vector of K % 16 output channels (storage
    3-5, below), read by masked loads: its lanes from K % 16 on are zeros, as are the filter's,
-   so they add exact zeros, and nothing past a pixel's K values is read. K <= 8 puts 16 / K
-   dx pixels in a vector instead (tfc_px_row). */
-#define TFC_OC_MAX_C 10
+   so they add exact zeros, and nothing past a pixel's K values is read. K <= TFC_PX_MAX_K puts
+   16 / K dx pixels in a vector instead (tfc_px_row). */
 /* loops over a tile's pixels and channels unrolled whole, so that its accumulators are
    registers: left to its size limits, GCC unrolled fewer of them in the version with a masked
    last vector and kept the accumulators in memory */
@@ -511,14 +514,13 @@ static const tfc_oc_fn tfc_oc_fns[6][TFC_OC_MAX_C + 1] = {
    from K on are zeros (lanes i and i + 4, then i and i + 2, then i and i + 1; GCC's
    avx512fintrin.h), which is what tfc_oc_row computes, and a half type's rounded once: the
    same bits. */
-#define TFC_PX_MAX_K 8
 
 /* part[l] = h[l] widened for lo <= l < hi, zeros elsewhere (AVX512F has no 16-bit masked
    load); out of line, as are the stores below: edges only, kept out of the unrolled tiles */
 static __attribute__((noinline)) void tfc_px_widen(const uint16_t *h, Py_ssize_t lo,
                                                     Py_ssize_t hi, int bf, float *part) {
-    for (Py_ssize_t l = 0; l < 16; l++)
-        part[l] = l < lo || l >= hi ? 0.0f : bf ? tfc_bf2f(h[l]) : tfc_h2f(h[l]);
+    memset(part, 0, 16 * sizeof(float));
+    tfc_to_f32(h + lo, part + lo, hi - lo, bf);
 }
 
 /* out[at + j * ps] = vals[j] for j < n, of storage S (a half type rounded once, as
