@@ -25,7 +25,7 @@ from .._simd import cpu_has as _cpu_has, kernels as _kernels
 from .._threads import kernel_threads
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, PARAMETER_INPUTS,
                             RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
-from ..registry import KernelConfig
+from ..registry import KernelConfig, UnsupportedError
 
 BACKEND = "cython"
 F32 = np.dtype(np.float32)
@@ -603,10 +603,14 @@ def _onednn_available():
 def _brgemm(dtype):
     """Whether oneDNN runs a single-threaded matmul of ``dtype`` with one of its brgemm kernels
     (the fast ones, and single-threaded as made: on CPUs without them it falls back to a
-    reference or a differently threaded GEMM, which tfcompat does not use)."""
+    reference or a differently threaded GEMM, which tfcompat does not use; or, as oneDNN 3.2
+    does for float16 on a CPU without AVX512-FP16, to none)."""
     from .. import _dnnl
-    return all(_dnnl.matmul(1024, 576, 64, _dnnl_type(dtype), _dnnl.F32, 1, True,
-                            accumulate=add).impl.startswith("brg:") for add in (False, True))
+    try:
+        return all(_dnnl.matmul(1024, 576, 64, _dnnl_type(dtype), _dnnl.F32, 1, True,
+                                accumulate=add).impl.startswith("brg:") for add in (False, True))
+    except UnsupportedError:
+        return False
 
 
 def _gemm_type(dtype):
@@ -794,7 +798,9 @@ def _use_tiles(p, gemm, direct):
     half type's widened to float32 a window of rows at a time), sums each tile in registers
     and stores it at its dx position (a half type's rounded once): no gathered copy and no
     output to place (the half types too ran faster on it than on oneDNN's gather, in their
-    own type or widened, and ours: docs/performance.md). A tile is 16 to 64 channels wide, so
+    own type or widened, and ours: docs/performance.md), but for bfloat16 that oneDNN
+    multiplies in bfloat16, whose gather takes every conv of NATIVE_BF16_GATHER_UNITS or more
+    units of work. A tile is 16 to 64 channels wide, so
     where C is not a multiple of 16 the last vector of channels is partly zeros: with two or
     more images, where at least two thirds of the channel lanes of the tiles hold channels
     (C = 11-16, 22 and up, not 17-21 nor 10 or fewer), it still beats the col2im; one image
@@ -805,7 +811,29 @@ def _use_tiles(p, gemm, direct):
         return False
     if p.N >= 2 and 3 * p.C < 2 * _tile_channels(p.C):
         return False
+    if gemm == p.dtype == ck.BFLOAT16 and _onednn_gather(p, gemm):
+        return _dnnl_units(p, gemm) < NATIVE_BF16_GATHER_UNITS
     return gemm is None or not _all_merged(p)
+
+
+# The least work, in units of its largest unit (_dnnl_units), from which a bfloat16 conv that
+# oneDNN multiplies in bfloat16 (_gemm_type: AVX512-BF16's two products per lane and
+# instruction, or AMX) takes oneDNN's gather instead of the channel tile kernel, whose float32
+# multiply-adds run at half that rate: 1.4-2.0x faster on C1-C3 and most shapes of two or more
+# images. Below it, one unit holds most of the work (one small image, or one whose second band
+# is a row), so one thread runs it while the gather, which does not split a band's columns,
+# leaves the other idle; the tile kernel shares an image's bands and column groups
+# (docs/performance.md)
+NATIVE_BF16_GATHER_UNITS = 2
+
+
+def _dnnl_units(p, gemm):
+    """The work of oneDNN's gather for this conv, in units of its largest unit of work: every
+    image's rows over the tallest band of a row phase (conv.pxi's _unit_starts: the bands of
+    each row phase py, its sw phases together)."""
+    info = _geometry(p, True, gemm.itemsize == 2, False)[1]
+    rows = info[info[:, 1] == 0]
+    return p.N * int(rows[:, 2].sum()) / int(np.minimum(rows[:, 2], rows[:, 6]).max())
 
 
 def _tiles_allowed(direct):
