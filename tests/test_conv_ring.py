@@ -718,12 +718,14 @@ def test_tiles_take_c_not_a_multiple_of_16_by_the_share_of_channel_lanes(onednn,
     assert used == [takes for _, takes in TILE_TAKES]
 
 
-# (N, H, W, OC) of a 3x3 bfloat16 conv, C = 32, and whether it keeps the channel tile kernel
-# where oneDNN multiplies bfloat16 in bfloat16: one 7x7 image is one band of oneDNN's gather
-# (its default band values), so one thread would run it; two such images, or one 14x14 image
-# (four bands), share their work between two
-NATIVE_BF16_TAKES = [((1, 7, 7, 512), True), ((2, 7, 7, 512), False), ((1, 14, 14, 512), False),
-                     ((4, 6, 9, 16), False)]
+# (N, H, W, C, OC) of a 3x3 bfloat16 conv, and whether it keeps the channel tile kernel where
+# oneDNN multiplies bfloat16 in bfloat16: one 7x7 image is one band of oneDNN's gather (its
+# default band values), so one thread would run it; two such images, or one 14x14 image (four
+# bands), share their work between two; two or more images take it from C = 9 on
+# (NATIVE_BF16_MIN_C; float32 from 24)
+NATIVE_BF16_TAKES = [((1, 7, 7, 32, 512), True), ((2, 7, 7, 32, 512), False),
+                     ((1, 14, 14, 32, 512), False), ((4, 6, 9, 32, 16), False),
+                     ((3, 6, 9, 12, 16), False)]
 
 
 @needs_tiles
@@ -731,8 +733,8 @@ NATIVE_BF16_TAKES = [((1, 7, 7, 512), True), ((2, 7, 7, 512), False), ((1, 14, 1
 def test_native_bfloat16_takes_onednn_gather_from_two_units_of_work(rng, monkeypatch):
     """On a CPU where oneDNN multiplies bfloat16 in bfloat16 (AVX512-BF16's two products per
     instruction, reported here), a bfloat16 conv leaves the tile kernel, which multiplies in
-    float32, for oneDNN's gather where its work fills two of the gather's units
-    (NATIVE_BF16_TAKES); each result within tolerance of the reference, the same bits on 1-3
+    float32, for oneDNN's gather where its work fills two of the gather's units, and two or
+    more images take that gather from 9 input channels on (NATIVE_BF16_TAKES); each result within tolerance of the reference, the same bits on 1-3
     threads."""
     from tfcompat import _dnnl
     if not cython_backend._brgemm(np.dtype(BF)):
@@ -742,13 +744,13 @@ def test_native_bfloat16_takes_onednn_gather_from_two_units_of_work(rng, monkeyp
     monkeypatch.setattr(cython_backend, "CONV_TILES", "auto")
     monkeypatch.setattr(cython_backend, "HALF_GEMM", "auto")
     monkeypatch.setattr(_dnnl, "cpu_isa", lambda: (True, False, False))
-    for n, h, w, oc in (shape for shape, _ in NATIVE_BF16_TAKES):
+    for n, h, w, c, oc in (shape for shape, _ in NATIVE_BF16_TAKES):
         case = (3, 3, 1, 1, (1, 1, 1, 1))
-        got, ref, scale = _run(case, BF, rng, n=n, h=h, w=w, c=32, oc=oc)
+        got, ref, scale = _run(case, BF, rng, n=n, h=h, w=w, c=c, oc=oc)
         assert got.dtype == BF
         assert_close(got, ref, scale, BF, CONV_TOL)
         _same_bits_on((1, 2, 3), lambda: _run(case, BF, np.random.default_rng(1), n=n, h=h,
-                                              w=w, c=32, oc=oc)[0])
+                                              w=w, c=c, oc=oc)[0])
     # each shape asked once per call: its own, then on 1, 2 and 3 threads
     assert used == [takes for _, takes in NATIVE_BF16_TAKES for _ in range(4)]
 

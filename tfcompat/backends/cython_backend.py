@@ -577,8 +577,11 @@ def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
 
 
 # The fewest input channels C for which a conv of two or more images takes oneDNN's gather
-# (_onednn_gather)
+# (_onednn_gather); for bfloat16 that oneDNN multiplies in bfloat16 (_gemm_type), whose GEMMs
+# run at twice the float32 rate, fewer: with 9-16 channels its gather beat the channel tile
+# kernel and the col2im by 1.3-2.0x, with 8 it won or lost by up to 1.25x (docs/performance.md)
 ONEDNN_MIN_C = 24
+NATIVE_BF16_MIN_C = 9
 # oneDNN's matmul in the conv: "auto" where it is installed, "off" never (our BLAS GEMMs)
 ONEDNN = os.environ.get("TFCOMPAT_ONEDNN", "auto")
 # the type oneDNN multiplies bfloat16 and float16 in: "auto" (_gemm_type), "native" (dy's own
@@ -930,12 +933,14 @@ def _onednn_gather(p, gemm):
     phases do not all merge: there the col2im's one GEMM per band, every tap's C columns side
     by side, beat one narrow GEMM per stride phase; where they merge (C5's 2x2 stride 2), a
     GEMM per dy row writing a dx row beat both (docs/performance.md). Nor, from two images on,
-    where C < ONEDNN_MIN_C: the gather's GEMMs are C columns wide, and the col2im's (taps * C
-    columns, each thread an image) are faster there in every dtype, an RGB image's first
-    layer (C = 3) the most (docs/performance.md). Nor where sw > W."""
+    where C < ONEDNN_MIN_C (NATIVE_BF16_MIN_C for bfloat16 multiplied in bfloat16): the
+    gather's GEMMs are C columns wide, and the col2im's (taps * C columns, each thread an
+    image) are faster there in every dtype, an RGB image's first layer (C = 3) the most
+    (docs/performance.md). Nor where sw > W."""
     if p.sw > p.W:  # it lays the sw phases of a row phase out as dx's row (_dnnl_band)
         return False
-    if p.N >= 2 and p.C < ONEDNN_MIN_C:
+    native_bf16 = gemm == p.dtype == ck.BFLOAT16
+    if p.N >= 2 and p.C < (NATIVE_BF16_MIN_C if native_bf16 else ONEDNN_MIN_C):
         return False
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
     if not (disjoint and gemm == F32):
