@@ -802,8 +802,8 @@ def _use_tiles(p, gemm, direct):
     and stores it at its dx position (a half type's rounded once): no gathered copy and no
     output to place (the half types too ran faster on it than on oneDNN's gather, in their
     own type or widened, and ours: docs/performance.md), but for bfloat16 that oneDNN
-    multiplies in bfloat16, whose gather takes every conv of NATIVE_BF16_GATHER_UNITS or more
-    units of work. A tile is 16 to 64 channels wide, so
+    multiplies in bfloat16: its gather takes each conv it would take whose work fills
+    NATIVE_BF16_GATHER_UNITS of the gather's largest units. A tile is 16 to 64 channels wide, so
     where C is not a multiple of 16 the last vector of channels is partly zeros: with two or
     more images, where at least two thirds of the channel lanes of the tiles hold channels
     (C = 11-16, 22 and up, not 17-21 nor 10 or fewer), it still beats the col2im; one image
