@@ -222,6 +222,32 @@ def test_conv_matches_tf_every_dtype(case, rng):
         assert_close(got, ref, 2 * scale, dtype, CONV_TOL, what=f"{dtype} vs TF")
 
 
+
+# bfloat16 filter values that are subnormal (1e-39) against dy values of 1e30 (an interior dx
+# value 144 x 1.0e-9 in exact arithmetic), and normal values whose products are subnormal
+# (1e-20 x 1e-20: 144 x 1.0e-40)
+BF16_SUBNORMAL = [(1e-39, 1e30), (1e-20, 1e-20)]
+
+
+@pytest.mark.parametrize("w_value, dy_value", BF16_SUBNORMAL)
+def test_conv_bfloat16_subnormals_as_tf_where_onednn_multiplies_bfloat16(w_value, dy_value):
+    """Where oneDNN multiplies bfloat16 in bfloat16 (AVX512-BF16 without AVX512-FP16, or AMX),
+    its kernels take subnormal values as zero and flush subnormal results, and TF's own
+    bfloat16 conv on such a CPU does the same: tfcompat's result there is TF's, zeros
+    (docs/semantics.md §4; tests/test_half.py checks the paths that keep them)."""
+    from tfcompat.backends import cython_backend
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    if cython_backend._gemm_type(bf16) != bf16:
+        pytest.skip("oneDNN is not installed or does not multiply bfloat16 in bfloat16 here")
+    x_shape, ones = [2, 8, 8, 16], [1, 1, 1, 1]
+    w = np.full((3, 3, 16, 16), w_value, bf16)
+    dy = np.full((2, 8, 8, 16), dy_value, bf16)
+    got = T.conv2d_backprop_input(x_shape, w, dy, strides=ones, padding="SAME")
+    ref = _tf_conv_grad(x_shape, tf.constant(w), tf.constant(dy), ones, "SAME", [], "NHWC",
+                        ones)
+    assert not ref.astype(np.float32).any()
+    assert_bitwise(got, ref)
+
 def _out_size(i, f, s, d, pad, explicit):
     eff = (f - 1) * d + 1
     if pad == "SAME":

@@ -125,6 +125,23 @@ def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
     assert np.array_equal(got.view(np.uint16), ref32.astype(dtype).view(np.uint16))
 
 
+
+@pytest.mark.parametrize("w_value, dy_value", [(1e-39, 1e30), (1e-20, 1e-20)])
+def test_conv_bfloat16_keeps_subnormals_without_onednn(w_value, dy_value, monkeypatch):
+    """Computed in float32, bfloat16 keeps subnormal filter values and subnormal sums: each
+    interior dx value of a 3x3 filter over 16 output channels is 144 equal products, exact in
+    float32 (8-bit significands, well inside its range), rounded once. (Where oneDNN multiplies
+    bfloat16 in bfloat16 they are zeros, as in TF: tests/test_against_tf.py.)"""
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    bf16 = ml_dtypes.bfloat16
+    w = np.full((3, 3, 16, 16), w_value, bf16)
+    dy = np.full((2, 8, 8, 16), dy_value, bf16)
+    got = T.conv2d_backprop_input([2, 8, 8, 16], w, dy, strides=[1, 1, 1, 1], padding="SAME")
+    exact = 144 * float(w.flat[0]) * float(dy.flat[0])
+    assert exact != 0
+    interior = got[:, 1:7, 1:7, :].astype(np.float64)
+    assert np.array_equal(interior, np.full(interior.shape, float(bf16(exact))))
+
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
 def test_conv_half_same_bits_on_any_thread_count(dtype, rng):
     filt = rng.standard_normal((3, 3, 6, 5)).astype(dtype)
