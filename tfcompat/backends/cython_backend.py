@@ -814,7 +814,7 @@ def _use_tiles(p, gemm, direct):
         return False
     if p.N >= 2 and 3 * p.C < 2 * _tile_channels(p.C):
         return False
-    if gemm == p.dtype == ck.BFLOAT16 and _onednn_gather(p, gemm):
+    if _native_bf16(p, gemm) and _onednn_gather(p, gemm):
         return _dnnl_units(p, gemm) < NATIVE_BF16_GATHER_UNITS
     return gemm is None or not _all_merged(p)
 
@@ -830,13 +830,18 @@ def _use_tiles(p, gemm, direct):
 NATIVE_BF16_GATHER_UNITS = 2
 
 
+def _native_bf16(p, gemm):
+    """Whether this conv is bfloat16 that oneDNN multiplies in bfloat16 (``gemm``, _gemm_type)."""
+    return gemm == p.dtype == ck.BFLOAT16
+
+
 def _dnnl_units(p, gemm):
-    """The work of oneDNN's gather for this conv, in units of its largest unit of work: every
-    image's rows over the tallest band of a row phase (conv.pxi's _unit_starts: the bands of
-    each row phase py, its sw phases together)."""
-    info = _geometry(p, True, gemm.itemsize == 2, False)[1]
-    rows = info[info[:, 1] == 0]
-    return p.N * int(rows[:, 2].sum()) / int(np.minimum(rows[:, 2], rows[:, 6]).max())
+    """The work of oneDNN's gather for this conv (which takes sw <= W), in units of its largest
+    unit of work: every image's rows over the tallest band of a row phase (conv.pxi's
+    _unit_starts: the bands of each row phase py, its sw phases together, so its first phase,
+    every sw-th row of the phase table, stands for it)."""
+    rows = _geometry(p, True, gemm.itemsize == 2, False)[1][::p.sw].tolist()
+    return p.N * sum(r[2] for r in rows) / max(min(r[2], r[6]) for r in rows)
 
 
 def _tiles_allowed(direct):
@@ -939,8 +944,7 @@ def _onednn_gather(p, gemm):
     (docs/performance.md). Nor where sw > W."""
     if p.sw > p.W:  # it lays the sw phases of a row phase out as dx's row (_dnnl_band)
         return False
-    native_bf16 = gemm == p.dtype == ck.BFLOAT16
-    if p.N >= 2 and p.C < (NATIVE_BF16_MIN_C if native_bf16 else ONEDNN_MIN_C):
+    if p.N >= 2 and p.C < (NATIVE_BF16_MIN_C if _native_bf16(p, gemm) else ONEDNN_MIN_C):
         return False
     disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
     if not (disjoint and gemm == F32):
