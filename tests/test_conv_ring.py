@@ -643,6 +643,52 @@ def test_tiles_put_each_tap_at_its_dx_position(nchw, c, oc, ch, monkeypatch):
     np.testing.assert_array_equal(got.astype(np.float64), want)
 
 
+def _stream_bytes():
+    from tfcompat import _simd
+    return _simd.kernels.CONV_TILE_STREAM_BYTES
+
+
+@needs_tiles
+@pytest.mark.parametrize("c", [64, 80])
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+def test_tiles_stream_a_large_dx_to_every_position(nchw, c, monkeypatch):
+    """A float32 dx of CONV_TILE_STREAM_BYTES or more whose C is a multiple of 16 (64: one
+    block of 64 channels; 80: blocks of 64 and 16) is stored with streaming stores: into the
+    memory of a dx the call before (the col2im, which writes every value with plain stores)
+    filled with other values, and which the output pool hands back, a one-hot dy
+    (_one_hot_dy) puts the taps of output channel 5 at their dx positions exactly, and zeros
+    everywhere else."""
+    used = _tiles(monkeypatch)
+    w = (np.arange(3 * 3 * c * 8).reshape(3, 3, c, 8) % 11 - 5).astype(np.float32)
+    sizes = [2, c, 129, 129] if nchw else [2, 129, 129, c]
+    dy = np.ones((2, 8, 64, 64) if nchw else (2, 64, 64, 8), np.float32)
+    kw = dict(strides=[1, 1, 2, 2] if nchw else [1, 2, 2, 1], padding="VALID",
+              data_format="NCHW" if nchw else "NHWC")
+    T.release_memory()
+    monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
+    before = T.conv2d_backprop_input(sizes, w, dy, **kw)
+    assert np.count_nonzero(before) > 0.9 * before.size
+    del before
+    monkeypatch.setattr(cython_backend, "CONV_TILES", "auto")
+    got, want = _one_hot_dy(w, 2, 129, 129, nchw, 5)
+    assert used == [False, True]
+    assert got.nbytes >= _stream_bytes()
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+@needs_tiles
+@pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1))],
+                         ids=lambda c: "k{}x{}_s{}_d{}_p{}".format(*c))
+def test_tiles_streamed_dx_matches_reference(case, monkeypatch):
+    """Two 96 x 96 images of 64 channels (a dx over CONV_TILE_STREAM_BYTES, stored with
+    streaming stores): within tolerance of the reference, the same bits on 1, 2 and 3
+    threads."""
+    used = _tiles(monkeypatch)
+    got = _on_1_2_3_threads(case, np.float32, 6, n=2, h=96, w=96, c=64, oc=24)
+    assert used == [True] * 3
+    assert got.nbytes >= _stream_bytes()
+
+
 @needs_tiles
 @pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
                                   (5, 3, 1, 2, (3, 0, 2, 2)), (3, 3, 4, 1, (0, 0, 0, 0))],

@@ -351,6 +351,7 @@ cdef struct ConvArgs:
     # OC], dy's type, zeros from C on), whose taps tile_rows[i] each worker transposes (and
     # widens) for one group at a time (_tile_group_taps); else ph_b holds every tap's matrix
     bint tile_raw
+    bint tile_stream        # float32 dx streamed (TILE_STREAM_BYTES)
     const int32_t* tile_rows
     Py_ssize_t tile_taps_n  # the taps of all phases: tile_rows' length
     # the gather with oneDNN's matmul (-> float32, _dnnl_band): with dn_bits the
@@ -827,7 +828,20 @@ cdef extern from *:
     """
     enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
 
+# A float32 dx of at least this many bytes on the channel tile kernel is stored with streaming
+# stores (tiles.h's TFC_STORE_STREAM): a plain store first reads each line it writes into the
+# cache (from memory, where the cache holds other data since dx's last use), and a dx this
+# large would evict much of what the cache holds; streaming stores write whole lines without
+# reading them. Below it, they gained nothing (docs/performance.md)
+cdef extern from *:
+    """
+    #define TFC_TILE_STREAM_BYTES (4 << 20)
+    """
+    enum: TILE_STREAM_BYTES "TFC_TILE_STREAM_BYTES"
+    enum: STORE_STREAM "TFC_STORE_STREAM"
+
 CONV_TILE_WIDE_VALUES = TILE_WIDE_VALUES
+CONV_TILE_STREAM_BYTES = TILE_STREAM_BYTES
 # the most output channels whose dx pixels share a vector in the tile kernel for few channels
 # (tiles.h's tfc_px_row)
 CONV_PIXEL_LANES_MAX_OC = TFC_PX_MAX_K
@@ -927,6 +941,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
     cdef Py_ssize_t size = 4 if c.storage == STORE_NATIVE else 2
     cdef Py_ssize_t pix = c.OW * c.OC, lo = 0, hi
     cdef int half = 0 if c.oc_lanes else c.storage
+    cdef int store = STORE_STREAM if c.tile_stream else half    # tile_rows's ``half``
     # dy row oy is at rbase + (oy - lo) * pix values of rsize bytes: image n's own rows, or
     # the widened ones from row lo
     cdef const char* rbase = <const char*>dy + n * c.OH * pix * size
@@ -973,7 +988,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
                             if 0 <= oy < c.OH else NULL)
             tile_rows(rows, run, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
                       <char*>dx + ((n * c.H + info[0] + c.sh * j) * c.W + info[1]) * c.C * size,
-                      width, ps, rs, half)
+                      width, ps, rs, store)
             j += run
             rows_left -= run
         return
@@ -995,7 +1010,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
                     <char*>dx + out * size, width, ps, c.storage)
         else:
             tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
-                      <char*>dx + out * size, width, ps, rs, half)
+                      <char*>dx + out * size, width, ps, rs, store)
 
 
 cdef Py_ssize_t _tile_taps(const ConvArgs* c) noexcept nogil:
@@ -1160,7 +1175,7 @@ cdef class ConvPlan:
         c.group_cols = c.tile_c = c.C
         c.tile_k = c.OC
         c.tile_window = 0
-        c.tile_raw = False
+        c.tile_raw = c.tile_stream = False
         c.tile_taps_n = 0
         self.dnnl = dnnl
         if c.gather:
@@ -1189,6 +1204,8 @@ cdef class ConvPlan:
                     c.tile_c = (c.C + 15) // 16 * 16
                     c.group_cols = _tile_cols(c.fh * c.fw, c.OC)
                     c.tile_raw = _tile_raw(c.fh * c.fw, c.C, c.OC)
+                    c.tile_stream = (storage == STORE_NATIVE
+                                     and c.N * c.H * c.W * c.C * 4 >= TILE_STREAM_BYTES)
                 c.tile_rows = <const int32_t*>_data(tap_rows)
                 c.tile_taps_n = tap_rows.shape[0]
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64

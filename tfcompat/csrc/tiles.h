@@ -46,6 +46,11 @@
    whose dx pixels share a vector (both below); defined on every build, as conv.pxi reads them */
 #define TFC_OC_MAX_C 10
 #define TFC_PX_MAX_K 8
+/* tfc_tile_rows's ``half`` for float32 dx stored with non-temporal (streaming) stores: a
+   finished tile's whole 64-byte lines go to memory without being read into the cache first
+   and without evicting what the cache holds, for a dx too large to stay there (conv.pxi's
+   TILE_STREAM_BYTES); the same values as the plain stores */
+#define TFC_STORE_STREAM 3
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -202,7 +207,9 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_tile(
         for (int v = 0; v < NV; v++) {
             __m512 y = acc[r * NV + v];
             if (init) y = _mm512_add_ps(_mm512_loadu_ps(init + r * ips + 16 * v), y);
-            if (half)
+            if (half == TFC_STORE_STREAM)
+                _mm512_stream_ps(out[r] + 16 * v, y);
+            else if (half)
                 tfc_store_half((uint16_t *)out[r] + 16 * v, y,
                                v == NV - 1 ? tail : (__mmask16)0xffff, half);
             else if (v == NV - 1)
@@ -250,13 +257,19 @@ static const tfc_tile_fn tfc_tile_fns[TFC_TILE_M2 + 1][5] = {
    runs over every tile of the run, so a tile may take pixels of two rows. Scratch: ``a``,
    TFC_TILE_SEGS * TFC_TILE_M2 pointers; ``buf``, nrows * width * TFC_TILE_C floats. ``half``:
    out holds float32 (0) or float16 (1) or bfloat16 (2) values (positions and strides in
-   values), the last step's sums each rounded once. */
+   values), the last step's sums each rounded once; or float32 streamed (TFC_STORE_STREAM),
+   where out, ps and rs keep every vector on a 64-byte boundary and C is a multiple of 16
+   (else stored as 0 stores it). */
 static inline __attribute__((always_inline)) void tfc_tile_rows_body(
         const float *const *rows, Py_ssize_t nrows, const int32_t *cols, const float *const *b,
         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t cb, Py_ssize_t ce,
         Py_ssize_t C, const float *zero, const float **a, float *buf, void *out_,
         Py_ssize_t width, Py_ssize_t ps, Py_ssize_t rs, const int one_row, int half) {
     Py_ssize_t pixels = nrows * width;
+    /* float32 streamed (TFC_STORE_STREAM) where every vector stored is a whole 64-byte line */
+    int nt = half == TFC_STORE_STREAM && C % 16 == 0 && ((uintptr_t)out_ & 63) == 0
+             && ps % 16 == 0 && rs % 16 == 0;
+    if (half == TFC_STORE_STREAM) half = 0;
     Py_ssize_t chunks = (K + TFC_TILE_KC - 1) / TFC_TILE_KC, total = taps * chunks;
     float *out = (float *)out_;
     uint16_t *out16 = (uint16_t *)out_;
@@ -329,13 +342,14 @@ static inline __attribute__((always_inline)) void tfc_tile_rows_body(
                 }
                 tfc_tile_fns[m][bw / 16](a, bs, ks, edge, segs, bw, first ? NULL : buf + p0 * bw,
                                          bw, dst, last ? tail : (__mmask16)0xffff,
-                                         last ? half : 0);
+                                         last ? (nt ? TFC_STORE_STREAM : half) : 0);
                 p0 += m;
                 for (i0 += m; i0 >= width; i0 -= width) jj0++;
             }
             g0 += segs;
         }
     }
+    if (nt) _mm_sfence();   /* the streamed stores, ordered before the threads' barrier */
 }
 
 static void tfc_tile_rows(const float *const *rows, Py_ssize_t nrows, const int32_t *cols,
