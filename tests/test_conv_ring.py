@@ -460,6 +460,78 @@ def _one_hot_dy(w, n, h, wd, nchw, ch=0):
     return got, want
 
 
+HALF_ONEDNN_TYPES = [t for t in ONEDNN_TYPES if t[0] != np.float32]
+HALF_ONEDNN_IDS = [i for t, i in zip(ONEDNN_TYPES, ONEDNN_IDS) if t[0] != np.float32]
+
+
+@needs_onednn
+@pytest.mark.parametrize("k", [2, 3], ids=["2x2_rows_merged", "3x3"])
+@pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype, half_gemm", HALF_ONEDNN_TYPES, ids=HALF_ONEDNN_IDS)
+def test_through_onednn_streams_a_large_dx_to_every_position(dtype, half_gemm, nchw, k,
+                                                             monkeypatch):
+    """A half-type dx of CONV_TILE_STREAM_BYTES or more from oneDNN's gather, each row rounded
+    from oneDNN's float32 output with streaming stores (on CPUs with AVX512F): into the memory
+    of a dx the call before (our col2im, which writes every value) filled with other values,
+    and which the output pool hands back, a one-hot dy (_one_hot_dy) puts the taps of output
+    channel 5 at their dx positions exactly, and zeros everywhere else; a 2x2 filter at stride
+    2 (a GEMM per dy row that writes a dx row) and a 3x3 one (the band's rows rounded after
+    its GEMMs). 128 x 128 images: dx is exactly 4 MiB, and a 2x2 filter's phases fill its
+    rows whole."""
+    c = 64
+    w = (np.arange(k * k * c * 8).reshape(k, k, c, 8) % 11 - 5).astype(dtype)
+    sizes = [2, c, 128, 128] if nchw else [2, 128, 128, c]
+    oh = (128 - k) // 2 + 1
+    dy = np.ones((2, 8, oh, oh) if nchw else (2, oh, oh, 8), dtype)
+    kw = dict(strides=[1, 1, 2, 2] if nchw else [1, 2, 2, 1], padding="VALID",
+              data_format="NCHW" if nchw else "NHWC")
+    T.release_memory()
+    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
+    before = T.conv2d_backprop_input(sizes, w, dy, **kw)
+    assert np.count_nonzero(before) > 0.8 * before.size
+    del before
+    _onednn(monkeypatch, half_gemm)
+    used = spy(monkeypatch, cython_backend, "_onednn_gather")
+    got, want = _one_hot_dy(w, 2, 128, 128, nchw, 5)
+    assert used == [True]
+    assert got.dtype == np.dtype(dtype) and got.nbytes >= _stream_bytes()
+    np.testing.assert_array_equal(got.astype(np.float64), want)
+
+
+@needs_onednn
+@pytest.mark.parametrize("dtype, half_gemm, strides", [
+    (BF, "native", (2, 2)), (BF, "float32", (1, 1)), (np.float16, "float32", (2, 2)),
+    (np.float32, "auto", (2, 1))], ids=["bfloat16-s2", "bfloat16-as-f32-s1", "float16-as-f32-s2",
+                                        "float32-s2x1"])
+def test_through_onednn_streamed_dx_matches_reference(dtype, half_gemm, strides, rng,
+                                                      monkeypatch):
+    """Two 96 x 96 images of 128 channels through oneDNN's gather (a dx over
+    CONV_TILE_STREAM_BYTES, its rows copied or rounded from oneDNN's output with streaming
+    stores; float32 at strides (2, 1), whose rows are copied rather than written by the GEMM
+    or placed pixel by pixel): within tolerance of the reference, the same bits on 1, 2 and 3
+    threads."""
+    _onednn(monkeypatch, half_gemm)
+    used = spy(monkeypatch, cython_backend, "_onednn_gather")
+    n, h, w, c, oc = 2, 96, 96, 128, 24
+    oh, ow = -(-h // strides[0]), -(-w // strides[1])
+    filt = rng.standard_normal((3, 3, c, oc))
+    dy = rng.standard_normal((n, oh, ow, oc))
+    kw = dict(strides=[1, *strides, 1], padding="SAME")
+    ref = T.conv2d_backprop_input([n, h, w, c], filt.astype(dtype).astype(np.float64),
+                                  dy.astype(dtype).astype(np.float64), backend="numpy", **kw)
+    scale = T.conv2d_backprop_input([n, h, w, c], np.abs(filt), np.abs(dy), backend="numpy",
+                                    **kw)
+
+    def one():
+        got = T.conv2d_backprop_input([n, h, w, c], filt.astype(dtype), dy.astype(dtype), **kw)
+        assert_close(got, ref, scale, dtype, CONV_TOL)
+        return got
+    got = _same_bits_on((1, 2, 3), one)[0]
+    assert used == [True] * 3
+    assert got.nbytes >= _stream_bytes()
+
+
 @pytest.mark.parametrize("nchw", [False, True], ids=["NHWC", "NCHW"])
 def test_float64_gather_puts_each_tap_at_its_dx_position(nchw, monkeypatch):
     """One image in float64 takes our gather, whose filter taps are copied transposed (in

@@ -82,6 +82,8 @@ cdef extern from "tiles.h":
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
                                Py_ssize_t K, Py_ssize_t C, void* out, Py_ssize_t width,
                                Py_ssize_t ps, int storage) noexcept nogil
+    void stream_row "tfc_stream_row"(const float* s, void* d, Py_ssize_t n,
+                                     int half) noexcept nogil
 
 
 def conv_tiles_built():
@@ -364,6 +366,7 @@ cdef struct ConvArgs:
     # leaves its status in dn_status[t]
     bint dnnl
     bint dn_bits
+    bint dn_stream          # dx rows stored by streaming stores (_dnnl_row_out)
     Py_ssize_t dn_b_size
     dnnl_execute_f dn_execute
     dnnl_wait_f dn_wait
@@ -692,6 +695,19 @@ cdef inline Py_ssize_t _tap_rows(const int32_t* offy, Py_ssize_t taps,
     return lo
 
 
+cdef inline void _dnnl_row_out(const ConvArgs* c, const float* row, void* dx,
+                               Py_ssize_t r) noexcept nogil:
+    """A dx row at value r from the float32 ``row`` of oneDNN's output: copied (float32), or
+    rounded once; with dn_stream, by streaming stores (tiles.h's tfc_stream_row)."""
+    cdef int half = 0 if c.storage == STORE_NATIVE else (2 if c.storage == STORE_BFLOAT16 else 1)
+    if c.dn_stream:
+        stream_row(row, <char*>dx + r * (2 if half else 4), c.W * c.C, half)
+    elif half:
+        from_f32(row, <uint16_t*>dx + r, c.W * c.C, half == 2)
+    else:
+        memcpy(<float*>dx + r, row, c.W * c.C * sizeof(float))
+
+
 cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssize_t py,
                      Py_ssize_t j0, Py_ssize_t t, const ConvArgs* c) noexcept nogil:
     """One band of the gather with oneDNN's matmul (c.dnnl), by worker t: dx rows
@@ -752,7 +768,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
                        <const char*>c.ph_b + <Py_ssize_t>c.ph_merged[py] * c.dn_b_size,
                        <float*>dx + r if native else out)
             if not native:
-                from_f32(out, <uint16_t*>dx + r, c.W * C, c.storage == STORE_BFLOAT16)
+                _dnnl_row_out(c, out, dx, r)
         return
     band_out = <float*>dx + (n * c.H + j0) * c.W * C if into_dx else out
     # a phase's own output, when the sw phases interleave (after the row buffer)
@@ -800,11 +816,7 @@ cdef void _dnnl_band(const void* dy, float* work, void* dx, Py_ssize_t n, Py_ssi
     if not (into_dx or scatter):
         for jj in range(rows):
             r = (n * c.H + py + c.sh * (j0 + jj)) * c.W * C
-            if native:
-                memcpy(<float*>dx + r, out + jj * Wq * c.sw * C, c.W * C * sizeof(float))
-            else:
-                from_f32(out + jj * Wq * c.sw * C, <uint16_t*>dx + r, c.W * C,
-                         c.storage == STORE_BFLOAT16)
+            _dnnl_row_out(c, out + jj * Wq * c.sw * C, dx, r)
 
 
 cdef inline bint _tile_rows_run(Py_ssize_t width) noexcept nogil:
@@ -828,11 +840,13 @@ cdef extern from *:
     """
     enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
 
-# A float32 dx of at least this many bytes on the channel tile kernel is stored with streaming
-# stores (tiles.h's TFC_STORE_STREAM): a plain store first reads each line it writes into the
-# cache (from memory, where the cache holds other data since dx's last use), and a dx this
-# large would evict much of what the cache holds; streaming stores write whole lines without
-# reading them. Below it, they gained nothing (docs/performance.md)
+# A dx of at least this many bytes is stored with streaming stores (tiles.h's TFC_STORE_STREAM
+# and tfc_stream_row) by the channel tile kernel (float32, C a multiple of 16) and, on CPUs
+# with AVX512F, where oneDNN's gather copies or rounds its output rows into dx
+# (_dnnl_row_out): a plain store first reads each line it writes into the cache (from memory,
+# where the cache holds other data since dx's last use), and a dx this large would evict much
+# of what the cache holds; streaming stores write whole lines without reading them. Below it,
+# they gained nothing (docs/performance.md)
 cdef extern from *:
     """
     #define TFC_TILE_STREAM_BYTES (4 << 20)
@@ -1156,7 +1170,7 @@ cdef class ConvPlan:
 
     def __cinit__(self, sizes, h_table, w_table, bint per_image, bint direct, Py_ssize_t band,
                   Py_ssize_t cap, int storage, bint float64, gather=None, bint dnnl=False,
-                  bint tiles=False, bint oc_lanes=False):
+                  bint tiles=False, bint oc_lanes=False, bint stream=False):
         c = &self.args
         (c.N, c.H, c.W, c.C, c.OH, c.OW, c.OC, c.fh, c.fw) = sizes
         self.tables = (h_table, w_table)
@@ -1176,6 +1190,11 @@ cdef class ConvPlan:
         c.tile_k = c.OC
         c.tile_window = 0
         c.tile_raw = c.tile_stream = False
+        # oneDNN's gather copies or rounds its output rows into a dx of TILE_STREAM_BYTES or
+        # more with streaming stores, where the CPU has AVX512F (``stream``)
+        c.dn_stream = (dnnl and stream and tfc_tiles_built()
+                       and c.N * c.H * c.W * c.C * (4 if storage == STORE_NATIVE else 2)
+                       >= TILE_STREAM_BYTES)
         c.tile_taps_n = 0
         self.dnnl = dnnl
         if c.gather:

@@ -160,8 +160,16 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
 /* y's 16 lanes rounded to float16 (half 1) or bfloat16 (half 2), the lanes in ``keep``
    stored at out: the same bits as half.h's tfc_f2h and tfc_f2bf (round to nearest even; a NaN
    becomes 0x7e00 or 0x7fc0 with its sign), in AVX512F instructions. */
+static inline __attribute__((target("avx512f"), always_inline)) __m512i tfc_round_half(
+        __m512 y, int half);
 static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_half(
         uint16_t *out, __m512 y, __mmask16 keep, int half) {
+    _mm512_mask_cvtepi32_storeu_epi16(out, keep, tfc_round_half(y, half));
+}
+
+/* tfc_store_half's rounding: y's 16 lanes as float16 or bfloat16 bits, one a 32-bit lane */
+static inline __attribute__((target("avx512f"), always_inline)) __m512i tfc_round_half(
+        __m512 y, int half) {
     __m512i u = _mm512_castps_si512(y);
     __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000));
     __mmask16 nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
@@ -176,7 +184,39 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_h
                                                      _MM_FROUND_NO_EXC));
         r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(sign, _mm512_set1_epi32(0x7e00)));
     }
-    _mm512_mask_cvtepi32_storeu_epi16(out, keep, r);
+    return r;
+}
+
+/* n float32 values from s into d with streaming stores (TFC_STORE_STREAM) for d's whole
+   64-byte lines, plain ones before its first line boundary and after its last: copied (half 0,
+   d float32), or rounded to float16 (1) or bfloat16 (2) as tfc_store_half rounds them (half.h's
+   tfc_f2h and tfc_f2bf for the values outside whole lines: the same bits). */
+static __attribute__((target("avx512f"))) void tfc_stream_row(const float *s, void *d,
+                                                                Py_ssize_t n, int half) {
+    Py_ssize_t size = half ? 2 : 4, per = 64 / size, i = 0;
+    Py_ssize_t head = (Py_ssize_t)(((64 - ((uintptr_t)d & 63)) & 63) / size);
+    float *f = (float *)d;
+    uint16_t *h = (uint16_t *)d;
+    if (head > n) head = n;
+    for (; i < head; i++) {
+        if (half) h[i] = half == 2 ? tfc_f2bf(s[i]) : tfc_f2h(s[i]);
+        else f[i] = s[i];
+    }
+    for (; i + per <= n; i += per) {
+        if (half) {
+            __m256i a = _mm512_cvtepi32_epi16(tfc_round_half(_mm512_loadu_ps(s + i), half));
+            __m256i b = _mm512_cvtepi32_epi16(tfc_round_half(_mm512_loadu_ps(s + i + 16), half));
+            _mm512_stream_si512((__m512i *)(h + i),
+                                _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
+        } else {
+            _mm512_stream_ps(f + i, _mm512_loadu_ps(s + i));
+        }
+    }
+    for (; i < n; i++) {
+        if (half) h[i] = half == 2 ? tfc_f2bf(s[i]) : tfc_f2h(s[i]);
+        else f[i] = s[i];
+    }
+    _mm_sfence();
 }
 
 /* out[r][16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
@@ -757,6 +797,10 @@ static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const floa
                         Py_ssize_t width, Py_ssize_t ps, int storage) {
     (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)out;
     (void)width; (void)ps; (void)storage;
+}
+
+static void tfc_stream_row(const float *s, void *d, Py_ssize_t n, int half) {
+    (void)s; (void)d; (void)n; (void)half;
 }
 
 #endif
