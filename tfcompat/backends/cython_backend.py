@@ -1028,8 +1028,8 @@ def _run_conv(problem):
           else np.empty(0, ct)).reshape(-1, p.OC)
     band, cap = (column_ring(p, h_tab, ct.itemsize) if per_image and gather is None
                  else (p.OH, p.OH))
-    # stream: oneDNN's gather may store dx's rows with AVX-512 streaming stores (conv.pxi's
-    # TILE_STREAM_BYTES)
+    # avx512: oneDNN's gather copies or rounds dx's rows in AVX-512 instructions (conv.pxi's
+    # _dnnl_row_out)
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
                              per_image, direct, band, cap, _STORAGE[half], ct == F64, gather,
                              dnnl, tiles, oc_lanes, dnnl and _cpu_has("AVX512F"))

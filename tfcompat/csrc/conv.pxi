@@ -82,8 +82,8 @@ cdef extern from "tiles.h":
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
                                Py_ssize_t K, Py_ssize_t C, void* out, Py_ssize_t width,
                                Py_ssize_t ps, int storage) noexcept nogil
-    void stream_row "tfc_stream_row"(const float* s, void* d, Py_ssize_t n,
-                                     int half) noexcept nogil
+    void store_row "tfc_store_row"(const float* s, void* d, Py_ssize_t n, int half,
+                                   int stream) noexcept nogil
 
 
 def conv_tiles_built():
@@ -366,7 +366,8 @@ cdef struct ConvArgs:
     # leaves its status in dn_status[t]
     bint dnnl
     bint dn_bits
-    bint dn_stream          # dx rows stored by streaming stores (_dnnl_row_out)
+    bint dn_avx512          # dx rows copied or rounded in AVX-512 instructions (_dnnl_row_out)
+    bint dn_stream          # ... and stored by streaming stores
     Py_ssize_t dn_b_size
     dnnl_execute_f dn_execute
     dnnl_wait_f dn_wait
@@ -698,10 +699,11 @@ cdef inline Py_ssize_t _tap_rows(const int32_t* offy, Py_ssize_t taps,
 cdef inline void _dnnl_row_out(const ConvArgs* c, const float* row, void* dx,
                                Py_ssize_t r) noexcept nogil:
     """A dx row at value r from the float32 ``row`` of oneDNN's output: copied (float32), or
-    rounded once; with dn_stream, by streaming stores (tiles.h's tfc_stream_row)."""
+    rounded once, with AVX-512 instructions where the CPU has them (dn_avx512: tiles.h's
+    tfc_store_row), by streaming stores with dn_stream."""
     cdef int half = 0 if c.storage == STORE_NATIVE else (2 if c.storage == STORE_BFLOAT16 else 1)
-    if c.dn_stream:
-        stream_row(row, <char*>dx + r * (2 if half else 4), c.W * c.C, half)
+    if c.dn_avx512 and (half or c.dn_stream):
+        store_row(row, <char*>dx + r * (2 if half else 4), c.W * c.C, half, c.dn_stream)
     elif half:
         from_f32(row, <uint16_t*>dx + r, c.W * c.C, half == 2)
     else:
@@ -841,7 +843,7 @@ cdef extern from *:
     enum: TILE_WIDE_VALUES "TFC_TILE_WIDE_VALUES"
 
 # A dx of at least this many bytes is stored with streaming stores (tiles.h's TFC_STORE_STREAM
-# and tfc_stream_row) by the channel tile kernel (float32, C a multiple of 16) and, on CPUs
+# and tfc_store_row) by the channel tile kernel (float32, C a multiple of 16) and, on CPUs
 # with AVX512F, where oneDNN's gather copies or rounds its output rows into dx
 # (_dnnl_row_out): a plain store first reads each line it writes into the cache (from memory,
 # where the cache holds other data since dx's last use), and a dx this large would evict much
@@ -1170,7 +1172,7 @@ cdef class ConvPlan:
 
     def __cinit__(self, sizes, h_table, w_table, bint per_image, bint direct, Py_ssize_t band,
                   Py_ssize_t cap, int storage, bint float64, gather=None, bint dnnl=False,
-                  bint tiles=False, bint oc_lanes=False, bint stream=False):
+                  bint tiles=False, bint oc_lanes=False, bint avx512=False):
         c = &self.args
         (c.N, c.H, c.W, c.C, c.OH, c.OW, c.OC, c.fh, c.fw) = sizes
         self.tables = (h_table, w_table)
@@ -1190,9 +1192,11 @@ cdef class ConvPlan:
         c.tile_k = c.OC
         c.tile_window = 0
         c.tile_raw = c.tile_stream = False
-        # oneDNN's gather copies or rounds its output rows into a dx of TILE_STREAM_BYTES or
-        # more with streaming stores, where the CPU has AVX512F (``stream``)
-        c.dn_stream = (dnnl and stream and tfc_tiles_built()
+        # oneDNN's gather copies or rounds its output rows into dx in AVX-512 instructions
+        # where the CPU has them (``avx512``), by streaming stores into a dx of
+        # TILE_STREAM_BYTES or more
+        c.dn_avx512 = dnnl and avx512 and tfc_tiles_built()
+        c.dn_stream = (c.dn_avx512
                        and c.N * c.H * c.W * c.C * (4 if storage == STORE_NATIVE else 2)
                        >= TILE_STREAM_BYTES)
         c.tile_taps_n = 0

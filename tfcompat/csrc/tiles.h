@@ -187,12 +187,14 @@ static inline __attribute__((target("avx512f"), always_inline)) __m512i tfc_roun
     return r;
 }
 
-/* n float32 values from s into d with streaming stores (TFC_STORE_STREAM) for d's whole
-   64-byte lines, plain ones before its first line boundary and after its last: copied (half 0,
-   d float32), or rounded to float16 (1) or bfloat16 (2) as tfc_store_half rounds them (half.h's
-   tfc_f2h and tfc_f2bf for the values outside whole lines: the same bits). */
-static __attribute__((target("avx512f"))) void tfc_stream_row(const float *s, void *d,
-                                                                Py_ssize_t n, int half) {
+/* n float32 values from s into d, copied (half 0, d float32) or rounded to float16 (1) or
+   bfloat16 (2) as tfc_store_half rounds them, in AVX-512 instructions, a 64-byte line of d at a
+   time, and with ``stream`` by streaming stores (TFC_STORE_STREAM); the values before d's
+   first line boundary and after its last by plain ones (half.h's tfc_f2h and tfc_f2bf: the
+   same bits). */
+static __attribute__((target("avx512f"))) void tfc_store_row(const float *s, void *d,
+                                                               Py_ssize_t n, int half,
+                                                               int stream) {
     Py_ssize_t size = half ? 2 : 4, per = 64 / size, i = 0;
     Py_ssize_t head = (Py_ssize_t)(((64 - ((uintptr_t)d & 63)) & 63) / size);
     float *f = (float *)d;
@@ -206,17 +208,20 @@ static __attribute__((target("avx512f"))) void tfc_stream_row(const float *s, vo
         if (half) {
             __m256i a = _mm512_cvtepi32_epi16(tfc_round_half(_mm512_loadu_ps(s + i), half));
             __m256i b = _mm512_cvtepi32_epi16(tfc_round_half(_mm512_loadu_ps(s + i + 16), half));
-            _mm512_stream_si512((__m512i *)(h + i),
-                                _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
-        } else {
+            __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+            if (stream) _mm512_stream_si512((__m512i *)(h + i), v);
+            else _mm512_store_si512((__m512i *)(h + i), v);
+        } else if (stream) {
             _mm512_stream_ps(f + i, _mm512_loadu_ps(s + i));
+        } else {
+            _mm512_store_ps(f + i, _mm512_loadu_ps(s + i));
         }
     }
     for (; i < n; i++) {
         if (half) h[i] = half == 2 ? tfc_f2bf(s[i]) : tfc_f2h(s[i]);
         else f[i] = s[i];
     }
-    _mm_sfence();
+    if (stream) _mm_sfence();
 }
 
 /* out[r][16 v ...] = (init[r * ips + 16 v ...] where init is not NULL) + the sum over
@@ -799,8 +804,8 @@ static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const floa
     (void)width; (void)ps; (void)storage;
 }
 
-static void tfc_stream_row(const float *s, void *d, Py_ssize_t n, int half) {
-    (void)s; (void)d; (void)n; (void)half;
+static void tfc_store_row(const float *s, void *d, Py_ssize_t n, int half, int stream) {
+    (void)s; (void)d; (void)n; (void)half; (void)stream;
 }
 
 #endif
