@@ -761,6 +761,38 @@ def test_tiles_streamed_dx_matches_reference(case, monkeypatch):
     assert got.nbytes >= _stream_bytes()
 
 
+@needs_onednn
+@needs_tiles
+@pytest.mark.parametrize("n", [1, 60], ids=["small", "streamed"])
+@pytest.mark.parametrize("dtype, half_gemm", HALF_ONEDNN_TYPES, ids=HALF_ONEDNN_IDS)
+def test_through_onednn_rows_rounded_in_avx512_keep_the_bits(dtype, half_gemm, n, rng,
+                                                             monkeypatch):
+    """oneDNN's float32 rows rounded into a half type's dx in AVX-512 instructions (on CPUs
+    with AVX512F; streamed with 60 images, a dx over CONV_TILE_STREAM_BYTES) give the bits of
+    the scalar rounding the kernel uses without AVX512F: NaN, infinities, sums past the type's
+    largest value and every row's first and last values outside whole 64-byte lines (rows of
+    13 x 37 values) included."""
+    _onednn(monkeypatch, half_gemm)
+    big = 3e4 if dtype == np.float16 else 3e38
+    filt = (rng.standard_normal((3, 3, 37, 20)) * 2).astype(dtype)
+    dy = rng.standard_normal((n, 41, 13, 20))
+    dy[..., 0, 3] = big          # sums past the largest value: infinities
+    dy[..., 5, 4] = np.nan
+    dy[..., 7, 5] = np.inf
+    dy = dy.astype(dtype)
+    kw = dict(strides=[1, 2, 1, 1], padding="SAME")
+
+    fast = T.conv2d_backprop_input([n, 81, 13, 37], filt, dy, **kw)
+    assert (fast.nbytes >= _stream_bytes()) == (n == 60)
+    with monkeypatch.context() as m:
+        real = cython_backend._cpu_has
+        m.setattr(cython_backend, "_cpu_has", lambda name: name != "AVX512F" and real(name))
+        scalar = T.conv2d_backprop_input([n, 81, 13, 37], filt, dy, **kw)
+    wide = fast.astype(np.float32)
+    assert np.isnan(wide).any() and np.isinf(wide).any()
+    np.testing.assert_array_equal(fast.view(np.uint16), scalar.view(np.uint16))
+
+
 @needs_tiles
 @pytest.mark.parametrize("case", [(3, 3, 1, 1, (1, 1, 1, 1)), (3, 3, 2, 1, (1, 2, 0, 1)),
                                   (5, 3, 1, 2, (3, 0, 2, 2)), (3, 3, 4, 1, (0, 0, 0, 0))],
