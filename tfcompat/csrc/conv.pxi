@@ -28,7 +28,8 @@
 #   tiles (_tile_phase_band, tiles.h; float32, AVX512F, the C the Python layer's _use_tiles
 #     takes; any N: the threads share out the bands of every image): the gather's stride
 #     phases without a gather or a GEMM: each tile of 6 dx pixels by 64 channels sums its taps'
-#     products from dy in place, in registers, and is stored at its dx positions. A C that is
+#     products from dy in place, in registers, and is stored at its dx positions (by streaming
+#     stores into a float32 dx of TILE_STREAM_BYTES or more). A C that is
 #     not a multiple of 16 has its filter's taps padded with zero columns up to the next one
 #     (tile_c), and the last vector of each pixel stores only its dx channels; with C <= 6
 #     (float32 at stride 1: 10; oc_lanes, tfc_oc_rows) the tiles put 16 of dy's output

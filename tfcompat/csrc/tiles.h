@@ -157,17 +157,9 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_seg(
     }
 }
 
-/* y's 16 lanes rounded to float16 (half 1) or bfloat16 (half 2), the lanes in ``keep``
-   stored at out: the same bits as half.h's tfc_f2h and tfc_f2bf (round to nearest even; a NaN
+/* y's 16 lanes rounded to float16 (half 1) or bfloat16 (half 2), one 16-bit value in each
+   32-bit lane: the same bits as half.h's tfc_f2h and tfc_f2bf (round to nearest even; a NaN
    becomes 0x7e00 or 0x7fc0 with its sign), in AVX512F instructions. */
-static inline __attribute__((target("avx512f"), always_inline)) __m512i tfc_round_half(
-        __m512 y, int half);
-static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_half(
-        uint16_t *out, __m512 y, __mmask16 keep, int half) {
-    _mm512_mask_cvtepi32_storeu_epi16(out, keep, tfc_round_half(y, half));
-}
-
-/* tfc_store_half's rounding: y's 16 lanes as float16 or bfloat16 bits, one a 32-bit lane */
 static inline __attribute__((target("avx512f"), always_inline)) __m512i tfc_round_half(
         __m512 y, int half) {
     __m512i u = _mm512_castps_si512(y);
@@ -187,8 +179,14 @@ static inline __attribute__((target("avx512f"), always_inline)) __m512i tfc_roun
     return r;
 }
 
+/* y's 16 lanes rounded (tfc_round_half), the lanes in ``keep`` stored at out. */
+static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_half(
+        uint16_t *out, __m512 y, __mmask16 keep, int half) {
+    _mm512_mask_cvtepi32_storeu_epi16(out, keep, tfc_round_half(y, half));
+}
+
 /* n float32 values from s into d, copied (half 0, d float32) or rounded to float16 (1) or
-   bfloat16 (2) as tfc_store_half rounds them, in AVX-512 instructions, a 64-byte line of d at a
+   bfloat16 (2) as tfc_round_half rounds them, in AVX-512 instructions, a 64-byte line of d at a
    time, and with ``stream`` by streaming stores (TFC_STORE_STREAM); the values before d's
    first line boundary and after its last by plain ones (half.h's tfc_f2h and tfc_f2bf: the
    same bits). */
