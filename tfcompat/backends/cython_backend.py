@@ -55,11 +55,17 @@ def to_float32(arr, nthreads):
     return out
 
 
+def _avx512_kernels():
+    """Whether tiles.h's AVX-512 code (the tile kernels, its transposes and row stores) is
+    compiled in and this CPU has AVX512F."""
+    return _kernels.conv_tiles_built() and _cpu_has("AVX512F")
+
+
 @functools.lru_cache(maxsize=None)
 def _simd_transposes():
     """Whether conv_filter_taps may transpose 4- and 8-byte values in AVX-512 registers (asked once:
     it is on every conv's path)."""
-    return _kernels.conv_tiles_built() and _cpu_has("AVX512F")
+    return _avx512_kernels()
 
 
 def swap_inner_axes(arr, nthreads):
@@ -848,8 +854,7 @@ def _tiles_allowed(direct):
     """What either tile kernel needs beyond its dtypes and channels: not turned off
     (TFCOMPAT_CONV_TILES, TFCOMPAT_CONV_STRATEGY), not a 1x1, stride-1, unpadded conv, compiled
     in, and a CPU with AVX512F."""
-    return (CONV_TILES != "off" and CONV_STRATEGY == "auto" and not direct
-            and _kernels.conv_tiles_built() and _cpu_has("AVX512F"))
+    return CONV_TILES != "off" and CONV_STRATEGY == "auto" and not direct and _avx512_kernels()
 
 
 def _tile_channels(c):
@@ -1032,7 +1037,7 @@ def _run_conv(problem):
     # _dnnl_row_out)
     plan = _kernels.ConvPlan((p.N, p.H, p.W, p.C, p.OH, p.OW, p.OC, p.fh, p.fw), h_tab, w_tab,
                              per_image, direct, band, cap, _STORAGE[half], ct == F64, gather,
-                             dnnl, tiles, oc_lanes, dnnl and _cpu_has("AVX512F"))
+                             dnnl, tiles, oc_lanes, dnnl and _avx512_kernels())
     nt = max(1, min(nthreads, plan.units())) if per_image else nthreads
     n_work = plan.workspace(nt)
     work = _memory.empty(n_work, ct) if n_work else None

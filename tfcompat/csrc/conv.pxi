@@ -1192,14 +1192,16 @@ cdef class ConvPlan:
         c.group_cols = c.tile_c = c.C
         c.tile_k = c.OC
         c.tile_window = 0
+        # a dx streamed past the caches where a kernel can (TILE_STREAM_BYTES)
+        cdef bint large = (c.N * c.H * c.W * c.C * (4 if storage == STORE_NATIVE else 2)
+                           >= TILE_STREAM_BYTES)
         c.tile_raw = c.tile_stream = False
         # oneDNN's gather copies or rounds its output rows into dx in AVX-512 instructions
-        # where the CPU has them (``avx512``), by streaming stores into a dx of
-        # TILE_STREAM_BYTES or more
-        c.dn_avx512 = dnnl and avx512 and tfc_tiles_built()
-        c.dn_stream = (c.dn_avx512
-                       and c.N * c.H * c.W * c.C * (4 if storage == STORE_NATIVE else 2)
-                       >= TILE_STREAM_BYTES)
+        # where the CPU has them (``avx512``: checked by the Python layer), streamed into a
+        # large dx
+        TFC_CHECK(not avx512 or tfc_tiles_built())
+        c.dn_avx512 = dnnl and avx512
+        c.dn_stream = c.dn_avx512 and large
         c.tile_taps_n = 0
         self.dnnl = dnnl
         if c.gather:
@@ -1228,8 +1230,7 @@ cdef class ConvPlan:
                     c.tile_c = (c.C + 15) // 16 * 16
                     c.group_cols = _tile_cols(c.fh * c.fw, c.OC)
                     c.tile_raw = _tile_raw(c.fh * c.fw, c.C, c.OC)
-                    c.tile_stream = (storage == STORE_NATIVE
-                                     and c.N * c.H * c.W * c.C * 4 >= TILE_STREAM_BYTES)
+                    c.tile_stream = storage == STORE_NATIVE and large
                 c.tile_rows = <const int32_t*>_data(tap_rows)
                 c.tile_taps_n = tap_rows.shape[0]
                 TFC_CHECK(tfc_tiles_built() and not dnnl and not float64

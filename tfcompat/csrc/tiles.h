@@ -188,21 +188,18 @@ static inline __attribute__((target("avx512f"), always_inline)) void tfc_store_h
 /* n float32 values from s into d, copied (half 0, d float32) or rounded to float16 (1) or
    bfloat16 (2) as tfc_round_half rounds them, in AVX-512 instructions, a 64-byte line of d at a
    time, and with ``stream`` by streaming stores (TFC_STORE_STREAM); the values before d's
-   first line boundary and after its last by plain ones (half.h's tfc_f2h and tfc_f2bf: the
-   same bits). */
+   first line boundary and after its last by half.h's tfc_from_f32 (the same bits) or memcpy. */
 static __attribute__((target("avx512f"))) void tfc_store_row(const float *s, void *d,
                                                                Py_ssize_t n, int half,
                                                                int stream) {
-    Py_ssize_t size = half ? 2 : 4, per = 64 / size, i = 0;
+    Py_ssize_t size = half ? 2 : 4, per = 64 / size, i;
     Py_ssize_t head = (Py_ssize_t)(((64 - ((uintptr_t)d & 63)) & 63) / size);
     float *f = (float *)d;
     uint16_t *h = (uint16_t *)d;
     if (head > n) head = n;
-    for (; i < head; i++) {
-        if (half) h[i] = half == 2 ? tfc_f2bf(s[i]) : tfc_f2h(s[i]);
-        else f[i] = s[i];
-    }
-    for (; i + per <= n; i += per) {
+    if (half) tfc_from_f32(s, h, head, half == 2);
+    else memcpy(f, s, (size_t)head * 4);
+    for (i = head; i + per <= n; i += per) {
         if (half) {
             __m256i a = _mm512_cvtepi32_epi16(tfc_round_half(_mm512_loadu_ps(s + i), half));
             __m256i b = _mm512_cvtepi32_epi16(tfc_round_half(_mm512_loadu_ps(s + i + 16), half));
@@ -215,10 +212,8 @@ static __attribute__((target("avx512f"))) void tfc_store_row(const float *s, voi
             _mm512_store_ps(f + i, _mm512_loadu_ps(s + i));
         }
     }
-    for (; i < n; i++) {
-        if (half) h[i] = half == 2 ? tfc_f2bf(s[i]) : tfc_f2h(s[i]);
-        else f[i] = s[i];
-    }
+    if (half) tfc_from_f32(s + i, h + i, n - i, half == 2);
+    else memcpy(f + i, s + i, (size_t)(n - i) * 4);
     if (stream) _mm_sfence();
 }
 
