@@ -702,7 +702,7 @@ cdef inline void _dnnl_row_out(const ConvArgs* c, const float* row, void* dx,
     """A dx row at value r from the float32 ``row`` of oneDNN's output: copied (float32), or
     rounded once, with AVX-512 instructions where the CPU has them (dn_avx512: tiles.h's
     tfc_store_row), by streaming stores with dn_stream."""
-    cdef int half = 0 if c.storage == STORE_NATIVE else (2 if c.storage == STORE_BFLOAT16 else 1)
+    cdef int half = c.storage   # tiles.h's ``half``: the storage codes, 0 float32
     if c.dn_avx512 and (half or c.dn_stream):
         store_row(row, <char*>dx + r * (2 if half else 4), c.W * c.C, half, c.dn_stream)
     elif half:
