@@ -3,8 +3,10 @@
 Large outputs (>= 1 MiB) are allocated from a small cache of recently freed blocks (at most
 8 blocks and ``TFCOMPAT_POOL_MB`` MiB, default 1024), so a training loop that calls a kernel
 repeatedly with the same shapes does not pay page faults on every call, as TensorFlow's own
-allocator does not. Only arrays returned by tfcompat use it; their memory goes back to the
-cache when they are freed. ``set_memory_pool_limit(0)`` turns caching off.
+allocator does not. Only arrays returned by tfcompat and its kernels' own buffers (a conv's
+copy of its filter's taps) use it; their memory goes back to the cache when they are freed.
+Every array it gives starts on a 64-byte boundary. ``set_memory_pool_limit(0)`` turns caching
+off.
 """
 import os
 

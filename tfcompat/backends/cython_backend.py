@@ -561,14 +561,11 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
 
 
 def _aligned_empty(shape, dtype):
-    """np.empty(shape, dtype) starting on a 64-byte boundary (NumPy's own arrays start on 16):
-    the filter's taps, so that the GEMMs' and the tile kernel's vector loads of them each lie
-    in one cache line (docs/performance.md)."""
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape))
-    raw = np.empty(n + 64 // dtype.itemsize, dtype)
-    off = (-raw.ctypes.data % 64) // dtype.itemsize
-    return raw[off:off + n].reshape(shape)
+    """np.empty(shape, dtype) starting on a 64-byte boundary (NumPy's own arrays start on 16),
+    from the output pool (pool.h aligns every block so): the filter's taps, so that the GEMMs'
+    and the tile kernel's vector loads of them each lie in one cache line, and a filter of 1
+    MiB or more gets the block its last call's taps freed (docs/performance.md)."""
+    return _memory.empty(shape, dtype)
 
 
 def _filter_taps(filt, tap_rows, ct, nthreads, block=0):

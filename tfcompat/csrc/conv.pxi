@@ -1217,8 +1217,10 @@ cdef class ConvPlan:
             c.ph_offx = <const int32_t*>_data(offx)
             c.ph_b = _data(taps)
             c.ph_merged = <const int32_t*>_data(merged)
-            TFC_CHECK(merged.shape[0] == min(c.sh, c.H) and info.shape[1] == PH_WIDTH
-                      and (not dnnl or c.sw <= c.W))
+            if TFC_CHECKS_ON:   # these read Python objects, which Cython evaluates even where
+                                # TFC_CHECK compiles away
+                TFC_CHECK(merged.shape[0] == min(c.sh, c.H) and info.shape[1] == PH_WIDTH
+                          and (not dnnl or c.sw <= c.W))
             c.work_per_thread = c.a_floats + out_floats
             c.tiles = tiles
             c.oc_lanes = oc_lanes
@@ -1233,16 +1235,17 @@ cdef class ConvPlan:
                     c.tile_stream = storage == STORE_NATIVE and large
                 c.tile_rows = <const int32_t*>_data(tap_rows)
                 c.tile_taps_n = tap_rows.shape[0]
-                TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
-                          and c.work_per_thread % 2 == 0
-                          and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
-                          and c.tile_taps_n <= c.fh * c.fw
-                          and (c.tile_taps_n == 0 or (0 <= tap_rows.min()
-                                                      and tap_rows.max() < c.fh * c.fw))
-                          and taps.size >= (c.fh * c.fw * c.tile_c * c.OC if c.tile_raw
-                                            else _tile_taps(c))
-                          and (not c.tile_raw
-                               or taps.itemsize == (4 if storage == STORE_NATIVE else 2)))
+                if TFC_CHECKS_ON:
+                    TFC_CHECK(tfc_tiles_built() and not dnnl and not float64
+                              and c.work_per_thread % 2 == 0
+                              and c.a_floats >= _tile_scratch(c.fh * c.fw, c.OC, c.W)
+                              and c.tile_taps_n <= c.fh * c.fw
+                              and (c.tile_taps_n == 0 or (0 <= tap_rows.min()
+                                                          and tap_rows.max() < c.fh * c.fw))
+                              and taps.size >= (c.fh * c.fw * c.tile_c * c.OC if c.tile_raw
+                                                else _tile_taps(c))
+                              and (not c.tile_raw
+                                   or taps.itemsize == (4 if storage == STORE_NATIVE else 2)))
                 # a half type's widened dy rows (_tile_phase_band), then a worker's group
                 # of taps (_tile_group_taps), after the scratch
                 c.tile_window = _tile_window(c)

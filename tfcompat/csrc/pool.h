@@ -6,7 +6,8 @@
  * hand them out again. The handler is installed only around our own np.empty calls (NumPy
  * scopes handlers with a context variable), so no other array in the process is affected.
  * Every block carries a 64-byte header (its capacity and whether it is pooled), so that a
- * block is freed the way it was allocated whatever handler is current when it dies.
+ * block is freed the way it was allocated whatever handler is current when it dies, and
+ * every block's data starts on a 64-byte boundary, small ones too.
  */
 #ifndef TFCOMPAT_POOL_H
 #define TFCOMPAT_POOL_H
@@ -39,8 +40,11 @@ static void *tfc_new_block(size_t size) {
 static void *tfc_malloc(void *ctx, size_t size) {
     (void)ctx;
     if (size < TFC_POOL_MIN) {
-        char *p = (char *)malloc(size + TFC_HDR);
-        if (!p) return NULL;
+        /* 64-byte aligned as the pooled blocks are: a conv's filter taps come from here, so
+           that each vector load of them lies in one cache line (docs/performance.md) */
+        void *base = NULL;
+        if (posix_memalign(&base, 64, size + TFC_HDR) != 0) return NULL;
+        char *p = (char *)base;
         ((size_t *)p)[0] = size + TFC_HDR;
         ((size_t *)p)[1] = 0;               /* not pooled: back to free() */
         return p + TFC_HDR;
