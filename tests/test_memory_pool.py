@@ -96,6 +96,7 @@ def test_in_place_resize_keeps_the_data(pool, start, new):
 
 @pytest.mark.parametrize("nbytes", [1, 100, 4096 + 8, MIB - 1, 3 * MIB + 24])
 def test_every_array_starts_on_a_cache_line(pool, nbytes):
-    # the conv's filter taps rely on it: each vector load of them within one cache line
+    # the conv takes its filter taps from here, so that each vector load of them lies in one
+    # cache line
     arrays = [_memory.empty(nbytes, np.uint8) for _ in range(4)]
     assert all(a.ctypes.data % 64 == 0 for a in arrays)
