@@ -17,7 +17,9 @@ medians, ratios (TF time / ours, torch time / ours: above 1 means we are faster)
 bandwidth as a percentage of a NumPy copy (resize ops: (|dy| + |dx|) bytes / time) or our
 GFLOP/s as a percentage of a NumPy float32 matmul (conv), both measured in the same run, a
 floor and TF's time over it, and the peak memory our call allocates beyond its output
-(tracemalloc).
+(tracemalloc). A float32 conv also gets TF's time over its FLOPs at this CPU's float32
+multiply-add peak (tfcompat's instrument ``instrument_fma_peak``, timed before each row like the
+matmul): no implementation can be further ahead of TF than that.
 
 The floor of a resize workload is tfcompat's ``stream_floor`` on arrays of |dy| and |dx| bytes:
 it reads the one once and writes the other once with the same threads, and nothing else, so no
@@ -155,7 +157,8 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
     rows = []
     copy_fn, copy_bytes = copy_probe()
     mm_fn, mm_flops = matmul_probe()
-    copies, mms = [], []
+    fma = I.fma_peak_probe(threads)
+    copies, mms, fmas = [], [], []
 
     def bandwidth_row(name, funcs, nbytes, dy_nbytes):
         copy = copy_bytes / _median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
@@ -182,15 +185,24 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
                 funcs, flops = I.make_conv(sid, dt, threads, rng, peers=peers)
                 mm = mm_flops / _median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
                 time.sleep(0.3)  # OpenBLAS threads spin ~2**28 cycles after a call; let them sleep
+                # (the FMA peak after that: spinning threads would take its cores)
+                peak = (None if fma is None
+                        else fma[1] / _median_interleaved({"fma": fma[0]}, repeat)["fma"] / 1e9)
                 t = _median_interleaved(funcs, repeat, warmup, slow)
                 mms.append(mm)
+                if peak is not None:
+                    fmas.append(peak)
                 rows.append(_row(f"{sid} conv", dt, t, funcs, gflops=flops / t["tfcompat"] / 1e9,
-                                 mm=mm))
+                                 mm=mm, fma=peak))
     copy_gbs = float(np.median(copies)) if copies else copy_bandwidth_once(copy_fn, copy_bytes)
     mm = float(np.median(mms)) if mms else None
+    fma_gflops = float(np.median(fmas)) if fmas else None
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "threads": threads,
             "repeat": repeat, "warmup_s": warmup, "copy_GBps": round(copy_gbs, 1),
-            "matmul_GFLOPs": None if mm is None else round(mm, 1), "numpy": np.__version__}
+            "matmul_GFLOPs": None if mm is None else round(mm, 1),
+            "fma_peak_GFLOPs": None if fma_gflops is None else round(fma_gflops, 1),
+            "fma_peak_isa": None if fma is None else fma[2],
+            "numpy": np.__version__}
     tf = I.tf_module()
     meta["tensorflow"] = getattr(tf, "__version__", None)
     meta["blas"] = blas_info()
@@ -217,7 +229,7 @@ def copy_bandwidth_once(fn, nbytes):
     return nbytes / (time.perf_counter() - t) / 1e9
 
 
-def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
+def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None, fma=None):
     row = {"workload": name, "dtype": dtype, "ours_ms": t["tfcompat"] * 1e3,
            "tf_ms": t.get("tensorflow", float("nan")) * 1e3,
            "torch_ms": t.get("torch", float("nan")) * 1e3,
@@ -241,6 +253,11 @@ def _row(name, dtype, t, funcs, gbs=None, copy=None, gflops=None, mm=None):
     # the TF/ours of an implementation as fast as the floor: how far the workload lets anyone
     # get ahead of TF on this machine, in this minute
     row["tf_ceiling"] = row["tf_ms"] / row["floor_ms"]
+    # float32 conv: TF's time over the conv's FLOPs at the multiply-add peak, the bound no
+    # implementation passes (the half types and float64 peak elsewhere: not shown)
+    row["tf_fma_ceiling"] = (row["tf_ms"] / (row["ours_ms"] * gflops / fma)
+                             if gflops is not None and fma and dtype == "float32"
+                             else float("nan"))
     return row
 
 
@@ -254,13 +271,14 @@ def table(rows, markdown=False):
     head = (["workload", "dtype", "ours ms", "TF ms", "TF/ours", "torch ms", "torch/ours"]
             + [f"{k}/ours" for k in others]
             + ["ours GB/s|GFLOP/s", "numpy copy|matmul", "% of it", "floor ms", "TF/floor",
-               "extra MB"])
+               "TF/FMA peak", "extra MB"])
     body = [[r["workload"], r["dtype"], _fmt(r["ours_ms"], ".2f"), _fmt(r["tf_ms"], ".2f"),
              _fmt(r["tf_ratio"], ".2f"), _fmt(r["torch_ms"], ".2f"), _fmt(r["torch_ratio"], ".2f")]
             + [_fmt(r.get("others_ratio", {}).get(k), ".2f") for k in others]
             + [_fmt(r.get("GBps", r.get("GFLOPs")), ".1f"), _fmt(r["peak"], ".1f"),
                _fmt(r["pct_peak"], ".0f"), _fmt(r["floor_ms"], ".2f"),
-               _fmt(r["tf_ceiling"], ".2f"), _fmt(r["extra_MB"], ".1f")] for r in rows]
+               _fmt(r["tf_ceiling"], ".2f"), _fmt(r["tf_fma_ceiling"], ".2f"),
+               _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
         head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -332,8 +350,11 @@ def main(argv=None):
                      peers, args.slow)
     print(f"# {meta['machine']}, {meta['cpus']} CPUs, {meta['threads']} threads, median of "
           f"{meta['repeat']} interleaved runs after {meta['warmup_s']} s of interleaved warm-up "
-          f"(the NumPy copy and matmul are timed before each row; medians over rows: copy {meta['copy_GBps']} GB/s"
+          f"(the NumPy copy and matmul and the FMA peak are timed before each row; medians over "
+          f"rows: copy {meta['copy_GBps']} GB/s"
           + (f", float32 matmul {meta['matmul_GFLOPs']} GFLOP/s" if meta["matmul_GFLOPs"] else "")
+          + (f", float32 FMA peak {meta['fma_peak_GFLOPs']} GFLOP/s ({meta['fma_peak_isa']})"
+             if meta["fma_peak_GFLOPs"] else "")
           + f"); TF {meta['tensorflow']}, torch {meta['torch']}; tfcompat {meta['kernel_build']} "
           f"kernels")
     print(f"# BLAS: {blas_line(meta['blas'])}")

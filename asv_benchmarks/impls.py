@@ -180,6 +180,31 @@ def floor_probe(src_nbytes, dst_nbytes, threads):
     return lambda: stream_floor(src, dst, chunks, threads)
 
 
+def fma_peak_probe(threads, rounds=1_000_000):
+    """A callable that runs tfcompat's instrument of the float32 multiply-add peak
+    (tfcompat/csrc/peak.h: independent chains of vector FMAs in registers, AVX-512 where this
+    CPU has it, else AVX2) for ``rounds`` rounds on each of ``threads`` threads, the float32
+    operations one call does, and which instructions ran ("AVX-512" or "AVX2"); None where the
+    instrument is not built or the CPU has no FMA.
+    No conv multiplies faster, so a conv's FLOPs at this rate are its compute floor."""
+    from tfcompat._simd import cpu_has, kernels
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: got {threads!r}; expected an int >= 1")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds: got {rounds!r}; expected an int >= 1")
+    if not kernels.instrument_fma_peak_built():
+        return None
+    if cpu_has("AVX512F"):
+        width = 512
+    elif cpu_has("AVX2") and cpu_has("FMA3"):
+        width = 256
+    else:
+        return None
+    flops = float(kernels.instrument_fma_round_flops(width)) * rounds * threads
+    return ((lambda: kernels.instrument_fma_peak(rounds, width, threads)), flops,
+            "AVX-512" if width == 512 else "AVX2")
+
+
 def make_conv(shape_id, dtype_name, threads, rng, only=None, peers=()):
     x_shape, w_shape, s, pad = CONV[shape_id]
     dt = dtype_of(dtype_name)

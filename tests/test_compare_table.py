@@ -38,6 +38,42 @@ def test_no_ceiling_for_float64_conv():
     assert row["floor_ms"] != row["floor_ms"]
 
 
+def test_fma_peak_ceiling_for_float32_conv_only():
+    # 10 GFLOP in 100 ms; at a 400 GFLOP/s multiply-add peak they take 25 ms; TF 150 ms
+    t = {"tfcompat": 0.1, "tensorflow": 0.15}
+    funcs = {"tfcompat": lambda: b""}
+    row = compare._row("C9 conv", "float32", t, funcs, gflops=100.0, mm=200.0, fma=400.0)
+    assert abs(row["tf_fma_ceiling"] - 6.0) < 1e-12  # 150 / 25
+    header, line = compare.table([row]).splitlines()
+    assert "TF/FMA peak" in header and "6.00" in line.split()
+    for dtype in ("bfloat16", "float16", "float64"):  # their peaks are not float32's
+        row = compare._row("C9 conv", dtype, t, funcs, gflops=100.0, mm=200.0, fma=400.0)
+        assert row["tf_fma_ceiling"] != row["tf_fma_ceiling"]
+    row = compare._row("C9 conv", "float32", t, funcs, gflops=100.0, mm=200.0)  # no instrument
+    assert row["tf_fma_ceiling"] != row["tf_fma_ceiling"]
+
+
+def test_fma_peak_probe_runs_every_chain_on_every_thread():
+    # every chain computes a <- a * 0.5 + 1 from a small integer and settles at exactly 2.0
+    # within 30 rounds, so the chains' sum is 2 x (chains x lanes) per thread: FLOPs / 2 per
+    # round and thread, and FLOPs count 2 per lane and multiply-add
+    import pytest
+    from asv_benchmarks.impls import fma_peak_probe
+    for threads in (1, 2, 3):
+        probe = fma_peak_probe(threads, rounds=64)
+        if probe is None:
+            pytest.skip("the instrument is not built here or this CPU has no FMA")
+        fn, flops, isa = probe
+        assert isa in ("AVX-512", "AVX2")
+        done, total = fn()
+        assert done == flops
+        assert total == 2.0 * (flops / 64 / 2)
+    for bad in ({"threads": 0}, {"threads": 2, "rounds": 0}, {"threads": 1.5}):
+        name = "rounds" if "rounds" in bad else "threads"
+        with pytest.raises(ValueError, match=f"{name}: got"):
+            fma_peak_probe(**bad)
+
+
 def test_stream_floor_reads_and_writes_every_float():
     # every float of destination chunk k holds the OR of the bits of source chunk k, which
     # NumPy computes independently; NaN-filled destinations show any float left unwritten
