@@ -188,10 +188,11 @@ def fma_peak_probe(threads, rounds=1_000_000):
     instrument is not built or the CPU has no FMA.
     No conv multiplies faster, so a conv's FLOPs at this rate are its compute floor."""
     from tfcompat._simd import cpu_has, kernels
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads: got {threads!r}; expected an int >= 1")
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds: got {rounds!r}; expected an int >= 1")
+    for name, v in (("threads", threads), ("rounds", rounds)):
+        if not isinstance(v, int):
+            raise TypeError(f"{name}: got {v!r}; expected an int >= 1")
+        if v < 1:
+            raise ValueError(f"{name}: got {v!r}; expected an int >= 1")
     if not kernels.instrument_fma_peak_built():
         return None
     if cpu_has("AVX512F"):

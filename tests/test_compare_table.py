@@ -68,9 +68,10 @@ def test_fma_peak_probe_runs_every_chain_on_every_thread():
         done, total = fn()
         assert done == flops
         assert total == 2.0 * (flops / 64 / 2)
-    for bad in ({"threads": 0}, {"threads": 2, "rounds": 0}, {"threads": 1.5}):
+    for bad, error in (({"threads": 0}, ValueError), ({"threads": 2, "rounds": 0}, ValueError),
+                       ({"threads": 1.5}, TypeError)):
         name = "rounds" if "rounds" in bad else "threads"
-        with pytest.raises(ValueError, match=f"{name}: got"):
+        with pytest.raises(error, match=f"{name}: got"):
             fma_peak_probe(**bad)
 
 
