@@ -187,10 +187,10 @@ def fma_peak_probe(threads, rounds=1_000_000):
     operations one call does, and which instructions ran ("AVX-512" or "AVX2"); None where the
     instrument is not built or the CPU has no FMA.
     No conv multiplies faster, so a conv's FLOPs at this rate are its compute floor."""
+    from tfcompat import _checks as ck
     from tfcompat._simd import cpu_has, kernels
+    threads, rounds = ck.as_int(threads, "threads"), ck.as_int(rounds, "rounds")
     for name, v in (("threads", threads), ("rounds", rounds)):
-        if not isinstance(v, int):
-            raise TypeError(f"{name}: got {v!r}; expected an int >= 1")
         if v < 1:
             raise ValueError(f"{name}: got {v!r}; expected an int >= 1")
     if not kernels.instrument_fma_peak_built():

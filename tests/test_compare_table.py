@@ -69,7 +69,7 @@ def test_fma_peak_probe_runs_every_chain_on_every_thread():
         assert done == flops
         assert total == 2.0 * (flops / 64 / 2)
     for bad, error in (({"threads": 0}, ValueError), ({"threads": 2, "rounds": 0}, ValueError),
-                       ({"threads": 1.5}, TypeError)):
+                       ({"threads": 1.5}, TypeError), ({"threads": True}, TypeError)):
         name = "rounds" if "rounds" in bad else "threads"
         with pytest.raises(error, match=f"{name}: got"):
             fma_peak_probe(**bad)
