@@ -1,4 +1,6 @@
 """The comparison command's derived columns, checked by hand arithmetic (no timing here)."""
+import pytest
+
 from asv_benchmarks import compare
 
 
@@ -57,7 +59,6 @@ def test_fma_peak_probe_runs_every_chain_on_every_thread():
     # every chain computes a <- a * 0.5 + 1 from a small integer and settles at exactly 2.0
     # within 30 rounds, so the chains' sum is 2 x (chains x lanes) per thread: FLOPs / 2 per
     # round and thread, and FLOPs count 2 per lane and multiply-add
-    import pytest
     from asv_benchmarks.impls import fma_peak_probe
     for threads in (1, 2, 3):
         probe = fma_peak_probe(threads, rounds=64)
@@ -79,7 +80,6 @@ def test_stream_floor_reads_and_writes_every_float():
     # every float of destination chunk k holds the OR of the bits of source chunk k, which
     # NumPy computes independently; NaN-filled destinations show any float left unwritten
     import numpy as np
-    import pytest
     from asv_benchmarks.impls import stream_floor
     rng = np.random.default_rng(3)
     for ns, nd, chunks, threads in [(100, 37, 5, 2), (1000, 4000, 7, 1), (33, 33, 33, 4),
