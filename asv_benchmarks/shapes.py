@@ -1,5 +1,5 @@
 """The reference workloads of docs/semantics.md §10 (NHWC, float32 unless said)."""
-from tfcompat._conv import conv_output_size
+from tfcompat.conv.problem import conv_output_size
 
 RESIZE = {  # id: (images shape, dy shape)
     "R1": ((8, 64, 64, 64), (8, 128, 128, 64)),

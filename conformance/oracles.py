@@ -17,7 +17,8 @@ import ml_dtypes
 import numpy as np
 
 import tfcompat
-from tfcompat import _conv, _resample as rs, metric
+from tfcompat import _resample as rs, metric
+from tfcompat.conv import problem as _conv
 from tfcompat.backends import numpy_backend
 
 from .cases import INTERP_T, TF_FLAGS

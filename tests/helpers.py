@@ -17,18 +17,6 @@ def tf_or_skip():
                                "pip install -e '.[tf]' to run the comparisons with TF")
 
 
-def spy(monkeypatch, owner, name):
-    """Wrap ``owner.name`` for the test: the list returned gets each call's answer."""
-    answers, real = [], getattr(owner, name)
-
-    def wrapper(*args):
-        answers.append(real(*args))
-        return answers[-1]
-
-    monkeypatch.setattr(owner, name, wrapper)
-    return answers
-
-
 def assert_close(got, ref, scale, dtype, tol=TOL, what=""):
     """|got - ref| <= tol[dtype] * scale + tiny, element-wise (tfcompat.metric)."""
     got = np.asarray(got).astype(np.float64)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import tfcompat as T
-from tfcompat import _conv, _resample as rs
+from tfcompat import _resample as rs
+from tfcompat.conv import problem as _conv
 from tfcompat.backends import numpy_backend
 from helpers import CONV_TOL, assert_bitwise, assert_close, tf_or_skip
 
@@ -235,9 +236,9 @@ def test_conv_bfloat16_subnormals_as_tf_where_onednn_multiplies_bfloat16(w_value
     its kernels take subnormal values as zero and flush subnormal results, and TF's own
     bfloat16 conv on such a CPU does the same: tfcompat's result there is TF's, zeros
     (docs/semantics.md §4; tests/test_half.py checks the paths that keep them)."""
-    from tfcompat.backends import cython_backend
+    from tfcompat.conv import current_machine
     bf16 = np.dtype(ml_dtypes.bfloat16)
-    if cython_backend._gemm_type(bf16) != bf16:
+    if current_machine().gemm_type(bf16) != bf16:
         pytest.skip("oneDNN is not installed or does not multiply bfloat16 in bfloat16 here")
     x_shape, ones = [2, 8, 8, 16], [1, 1, 1, 1]
     w = np.full((3, 3, 16, 16), w_value, bf16)

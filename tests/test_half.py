@@ -9,9 +9,7 @@ import pytest
 import tfcompat as T
 from tfcompat import _kernels as baseline
 from tfcompat import _simd
-from tfcompat.backends import cython_backend
-
-from helpers import spy
+from tfcompat.conv import STRATEGIES, current_machine
 
 BUILDS = [baseline] + ([_simd._load_avx2()] if _simd._cpu_has_avx2() else [])
 HALVES = [(np.float16, False), (ml_dtypes.bfloat16, True)]
@@ -64,95 +62,33 @@ def test_rounding_matches_numpy_and_ml_dtypes(module, dtype, bf, rng):
     _same_or_both_nan(got, ref, dtype)
 
 
-CONV_CASES = [  # (x shape NHWC, filter HWIO, stride, padding)
-    ((3, 17, 14, 5), (3, 3, 5, 6), 2, "SAME"),
-    ((2, 9, 8, 12), (1, 1, 12, 7), 1, "VALID"),     # the 1x1 direct GEMM
-    ((1, 9, 8, 12), (1, 1, 12, 7), 1, "VALID"),     # one image: one oneDNN matmul, if any
-    ((1, 11, 13, 4), (2, 2, 4, 3), 2, "VALID"),     # one image: the multi-threaded path
-    ((4, 10, 10, 3), (5, 5, 3, 8), 1, "SAME"),
-    ((2, 9, 11, 16), (3, 3, 16, 5), 2, "SAME"),     # the channel tiles, where AVX512F
-    ((1, 7, 6, 20), (5, 3, 20, 9), 1, "SAME"),      # one image, C padded to 32
-    ((3, 6, 7, 48), (3, 3, 48, 70), 1, "VALID"),
-    # filters over the channel tiles' L2 budget, in groups of columns that the workers copy
-    # and widen (OC not a multiple of 16: the last 16 x 16 tiles copied one value at a time)
-    ((1, 5, 6, 80), (3, 3, 80, 500), 1, "SAME"),
-    ((2, 7, 8, 72), (3, 3, 72, 470), 2, "SAME"),
-]
+def _widening_strategies():
+    """The conv strategies that compute bfloat16 in float32 here: all but oneDNN's where
+    oneDNN multiplies bfloat16 natively, and those this machine has."""
+    m = current_machine()
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    return [s.name for s in STRATEGIES
+            if not (s.name.startswith("onednn") and m.gemm_type(bf16) in (None, bf16))
+            and not (s.name.endswith("tiles") and not m.tiles) and s.name != "onednn-matmul"]
 
 
-def _strategy(monkeypatch):
-    """The answers of _use_oc_lanes and of _use_tiles (not asked where the first said yes)."""
-    return (spy(monkeypatch, cython_backend, "_use_oc_lanes"),
-            spy(monkeypatch, cython_backend, "_use_tiles"))
-
-
-@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x{}_w{}_s{}_{}".format(*c))
-@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
-@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
-def test_conv_half_is_float32_rounded_once(case, fmt, dtype, rng, monkeypatch):
-    """Half types are widened exactly, computed as float32 and rounded once: bit for bit our
-    float32 result on the widened inputs, rounded by NumPy / ml_dtypes, by the same strategy:
-    a tile kernel where the half type took it (each dx value's products in the same order),
-    else without the tile kernels (float32's own rule may take one there). With oneDNN's
-    matmuls widened to float32 too: in a half type (on a CPU where oneDNN runs bfloat16 or
-    float16 in its own type) they sum in their kernel's own order, within the tolerance that
-    tests/test_conv_ring.py checks."""
-    monkeypatch.setattr(cython_backend, "HALF_GEMM", "float32")
-    xs, ws, s, pad = case
-    n, h, w, _ = xs
-    oh = -(-h // s) if pad == "SAME" else (h - ws[0]) // s + 1
-    ow = -(-w // s) if pad == "SAME" else (w - ws[1]) // s + 1
-    filt = rng.standard_normal(ws).astype(dtype)
-    dy = rng.standard_normal((n, oh, ow, ws[3])).astype(dtype)
-    sizes = list(xs)
-    if fmt == "NCHW":
-        dy = dy.transpose(0, 3, 1, 2)
-        sizes = [n, xs[3], h, w]
-    strides = [1, s, s, 1] if fmt == "NHWC" else [1, 1, s, s]
-    kw = dict(strides=strides, padding=pad, data_format=fmt)
-    lanes, tiles = _strategy(monkeypatch)
-    got = T.conv2d_backprop_input(sizes, filt, dy, **kw)
-    # a 1x1 asks nothing: one GEMM
-    half_took = (bool(lanes and lanes[0]), bool(tiles and tiles[0]))
-    if any(half_took):
-        # float32 by the same tile kernel (its own rule may pick the other one)
-        monkeypatch.setattr(cython_backend, "_use_oc_lanes", lambda *a: half_took[0])
-        monkeypatch.setattr(cython_backend, "_use_tiles", lambda *a: half_took[1])
-    else:
-        monkeypatch.setattr(cython_backend, "CONV_TILES", "off")
-    ref32 = T.conv2d_backprop_input(sizes, filt.astype(np.float32), dy.astype(np.float32), **kw)
-    assert got.dtype == np.dtype(dtype) and got.shape == ref32.shape
-    assert np.array_equal(got.view(np.uint16), ref32.astype(dtype).view(np.uint16))
-
-
-
+@pytest.mark.parametrize("strategy", _widening_strategies())
 @pytest.mark.parametrize("w_value, dy_value", [(1e-39, 1e30), (1e-20, 1e-20)])
-def test_conv_bfloat16_keeps_subnormals_without_onednn(w_value, dy_value, monkeypatch):
+def test_conv_bfloat16_keeps_subnormals_in_float32(w_value, dy_value, strategy, monkeypatch):
     """Computed in float32, bfloat16 keeps subnormal filter values and subnormal sums: each
     interior dx value of a 3x3 filter over 16 output channels is 144 equal products, exact in
     float32 (8-bit significands, well inside its range), rounded once. (Where oneDNN multiplies
-    bfloat16 in bfloat16 they are zeros, as in TF: tests/test_against_tf.py.)"""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
+    bfloat16 in bfloat16 they are zeros, as in TF: tests/test_against_tf.py.) Four input
+    channels, which every strategy takes."""
+    monkeypatch.setenv("TFCOMPAT_CONV_STRATEGY", strategy)
     bf16 = ml_dtypes.bfloat16
-    w = np.full((3, 3, 16, 16), w_value, bf16)
+    w = np.full((3, 3, 4, 16), w_value, bf16)
     dy = np.full((2, 8, 8, 16), dy_value, bf16)
-    got = T.conv2d_backprop_input([2, 8, 8, 16], w, dy, strides=[1, 1, 1, 1], padding="SAME")
+    got = T.conv2d_backprop_input([2, 8, 8, 4], w, dy, strides=[1, 1, 1, 1], padding="SAME")
     exact = 144 * float(w.flat[0]) * float(dy.flat[0])
     assert exact != 0
     interior = got[:, 1:7, 1:7, :].astype(np.float64)
     assert np.array_equal(interior, np.full(interior.shape, float(bf16(exact))))
-
-@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
-def test_conv_half_same_bits_on_any_thread_count(dtype, rng):
-    filt = rng.standard_normal((3, 3, 6, 5)).astype(dtype)
-    dy = rng.standard_normal((5, 8, 8, 5)).astype(dtype)
-    outs = []
-    for threads in (1, 2, 3, 4):
-        with _num_threads(threads):
-            outs.append(T.conv2d_backprop_input([5, 16, 16, 6], filt, dy, strides=[1, 2, 2, 1],
-                                                padding="SAME"))
-    for o in outs[1:]:
-        assert np.array_equal(o.view(np.uint16), outs[0].view(np.uint16))
 
 
 class _num_threads:
@@ -182,13 +118,8 @@ def test_conv_half_keeps_no_float32_copy_of_dx(rng):
     assert peak - out.nbytes < dx32 / 2, (peak - out.nbytes, dx32)
 
 
-def _tiles_missing():
-    if not (cython_backend._kernels.conv_tiles_built() and cython_backend._cpu_has("AVX512F")):
-        return "the tile kernel needs AVX512F and a build with it"
-    return None
-
-
-needs_tiles = pytest.mark.skipif(_tiles_missing() is not None, reason=str(_tiles_missing()))
+needs_tiles = pytest.mark.skipif(not current_machine().tiles,
+                                 reason="the tile kernels need AVX512F and a build with them")
 
 
 @needs_tiles
@@ -201,8 +132,7 @@ def test_channel_tiles_round_hard_values_like_the_scalar_rounding(module, dtype,
     the float32 result of the same kernel, on sums that overflow, underflow to subnormals and
     zero, fall halfway between two values, and are infinite or NaN (from NaN, from 0 x inf,
     and from a NaN with a payload)."""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
-    lanes, tiles = _strategy(monkeypatch)
+    monkeypatch.setenv("TFCOMPAT_CONV_STRATEGY", "channel-tiles")
     scale = 2.0 ** rng.integers(-30, 30, (2, 6, 5, 2)) if bf else 2.0 ** rng.integers(-14, 9, (2, 6, 5, 2))
     dy = (rng.integers(-64, 65, (2, 6, 5, 2)) / 16 * scale).astype(dtype)
     dy[0, 0, 0, 0], dy[0, 1, 1, 1], dy[1, 2, 3, 0] = np.inf, np.nan, -np.inf
@@ -214,7 +144,6 @@ def test_channel_tiles_round_hard_values_like_the_scalar_rounding(module, dtype,
     got = T.conv2d_backprop_input([2, 12, 10, 16], filt, dy, **kw)
     ref32 = T.conv2d_backprop_input([2, 12, 10, 16], filt.astype(np.float32),
                                     dy.astype(np.float32), **kw)
-    assert tiles == [True, True]
     want = np.empty(ref32.size, np.uint16)
     module.from_float32(np.ascontiguousarray(ref32).reshape(-1), want, bf, 1)
     flat = ref32.reshape(-1)
@@ -229,8 +158,7 @@ def test_channel_tiles_widen_a_large_filters_hard_values_exactly(dtype, rng, mon
     columns), whose taps each worker widens to float32 as it copies them: subnormal, the
     largest finite and infinite filter values are widened exactly, bit for bit our float32
     result on the widened inputs, rounded once (any NaN matching any NaN)."""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
-    lanes, tiles = _strategy(monkeypatch)
+    monkeypatch.setenv("TFCOMPAT_CONV_STRATEGY", "channel-tiles")
     info = ml_dtypes.finfo(dtype)
     filt = (rng.integers(-64, 65, (3, 3, 80, 496)) / 32).astype(dtype)
     # dx channel 5 sums only subnormal products; channel 9 takes the largest value and an
@@ -241,7 +169,6 @@ def test_channel_tiles_widen_a_large_filters_hard_values_exactly(dtype, rng, mon
     got = T.conv2d_backprop_input([1, 4, 5, 80], filt, dy, strides=[1, 1, 1, 1], padding="SAME")
     ref32 = T.conv2d_backprop_input([1, 4, 5, 80], filt.astype(np.float32),
                                     dy.astype(np.float32), strides=[1, 1, 1, 1], padding="SAME")
-    assert tiles == [True, True]
     assert (ref32[..., 5] != 0).any() and np.isinf(ref32).any()
     with np.errstate(over="ignore"):
         want = ref32.astype(dtype)
@@ -256,8 +183,7 @@ def test_channel_tiles_widen_dy_afresh_for_each_call(dtype, monkeypatch):
     row), so the window moves within the image. Two calls of the same shapes with different dy,
     each on 1, 2 and 3 threads: each is its own float32 result rounded once, whatever ran
     before it."""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
-    lanes, tiles = _strategy(monkeypatch)
+    monkeypatch.setenv("TFCOMPAT_CONV_STRATEGY", "channel-tiles")
     filt = np.random.default_rng(1).standard_normal((3, 3, 16, 512)).astype(dtype)
     kw = dict(strides=[1, 1, 1, 1], padding="SAME")
     for seed in (2, 3):
@@ -268,7 +194,6 @@ def test_channel_tiles_widen_dy_afresh_for_each_call(dtype, monkeypatch):
             with _num_threads(threads):
                 got = T.conv2d_backprop_input([1, 40, 64, 16], filt, dy, **kw)
             assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
-    assert tiles and all(tiles)
 
 
 @needs_tiles
@@ -278,8 +203,7 @@ def test_channel_tiles_widen_at_most_a_window_per_worker(monkeypatch):
     rows alone would take 34 rows, 4.3 MiB, a worker), on 8 threads, allocates less than
     8 x 2.5 MiB beyond dx; and the result is still the float32 one (bands of other heights)
     rounded once."""
-    monkeypatch.setattr(cython_backend, "ONEDNN", "off")
-    lanes, tiles = _strategy(monkeypatch)
+    monkeypatch.setenv("TFCOMPAT_CONV_STRATEGY", "channel-tiles")
     rng = np.random.default_rng(4)
     dy = rng.standard_normal((1, 256, 512, 64)).astype(ml_dtypes.bfloat16)
     filt = rng.standard_normal((3, 3, 16, 64)).astype(ml_dtypes.bfloat16)
@@ -294,5 +218,4 @@ def test_channel_tiles_widen_at_most_a_window_per_worker(monkeypatch):
     assert peak - got.nbytes < 8 * 2.5 * 2 ** 20, peak - got.nbytes
     ref = T.conv2d_backprop_input([1, 256, 512, 16], filt.astype(np.float32),
                                   dy.astype(np.float32), **kw).astype(ml_dtypes.bfloat16)
-    assert tiles and all(tiles)
     assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))

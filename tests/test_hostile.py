@@ -277,7 +277,7 @@ def test_conv_stride_phases_more_than_a_gather_takes(dtype, n):
     kw = dict(strides=[1, 70, 70, 1], padding="VALID")
     want = T.conv2d_backprop_input([n, 140, 150, 16], w, dy, backend="numpy", **kw)
     from tfcompat.backends.numpy_backend import conv_backprop_input
-    from tfcompat._conv import conv_problem
+    from tfcompat.conv.problem import conv_problem
     scale = conv_backprop_input(conv_problem({"dy": dy, "filter": w},
                                              {"inputShape": [n, 140, 150, 16], "strides": 70}),
                                 absolute=True)

@@ -12,7 +12,7 @@ import pytest
 
 import tfcompat as T
 from tfcompat import metric
-from tfcompat.backends import cython_backend
+from tfcompat import _plans
 from helpers import assert_bitwise, assert_close
 
 f32, f64 = np.float32, np.float64
@@ -406,7 +406,7 @@ def test_ten_thousand_distinct_calls_keep_memory_bounded():
             interp({"src": img, "diff_dst": dy, "sizes": [3, 1]}, {"mode": mode})
     gc.collect()
     grown = _rss_bytes() - before
-    cache = cython_backend._PLANS
-    assert len(cache.plans) <= cython_backend.MAX_PLANS
-    assert cache.nbytes <= cython_backend.MAX_PLAN_BYTES
-    assert grown <= cython_backend.MAX_PLAN_BYTES + (16 << 20), f"RSS grew {grown / 2**20:.1f} MiB"
+    cache = _plans.PLANS
+    assert len(cache.plans) <= _plans.MAX_PLANS
+    assert cache.nbytes <= _plans.MAX_PLAN_BYTES
+    assert grown <= _plans.MAX_PLAN_BYTES + (16 << 20), f"RSS grew {grown / 2**20:.1f} MiB"

@@ -15,7 +15,7 @@ tfcompat/csrc/ beside the C headers it uses:
     conv.pxi         Conv2DBackpropInput: ConvPlan, the one entry point of the conv
     instruments.pxi  what the benchmarks time beside the kernels
 
-Policy lives in Python (tfcompat/_resample.py, tfcompat/_conv.py, tfcompat/backends/): every
+Policy lives in Python (tfcompat/_resample.py, tfcompat/conv/, tfcompat/backends/): every
 argument here has been validated, every array is C-contiguous and every index in the tables
 has been proven in range before these functions run. The kernels never validate, never
 allocate in their loops and never raise. Parallel loops give each output row to one thread,

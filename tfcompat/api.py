@@ -6,7 +6,8 @@ the kernel of the chosen backend, so a backend registered by a user works here t
 
 import numpy as np
 
-from . import _checks as ck, _conv
+from . import _checks as ck
+from .conv import problem as _conv
 from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
 from . import registry
@@ -102,6 +103,19 @@ def conv2d_backprop_input(input_sizes, filter, out_backprop, *, strides, padding
     attrs = _conv.functional_attrs(input_sizes, filter, out_backprop, strides, padding,
                                    explicit_paddings, data_format, dilations)
     return _run(CONV2D_BACKPROP_INPUT, backend, {"dy": out_backprop, "filter": filter}, attrs)
+
+
+def conv_strategy(input_sizes, filter, out_backprop, *, strides, padding, explicit_paddings=(),
+                  data_format="NHWC", dilations=(1, 1, 1, 1)):
+    """Which of the cython backend's conv strategies ``conv2d_backprop_input`` with these
+    arguments runs on this machine, with the current thread count and TFCOMPAT_CONV_STRATEGY,
+    and why each strategy before it declined: a ``tfcompat.conv.ConvChoice`` (``name``,
+    ``declined``: (name, reason) pairs; docs/architecture.md#the-conv-strategies).
+    """
+    from .conv.run import strategy_of
+    attrs = _conv.functional_attrs(input_sizes, filter, out_backprop, strides, padding,
+                                   explicit_paddings, data_format, dilations)
+    return strategy_of(_conv.conv_problem({"dy": out_backprop, "filter": filter}, attrs))
 
 
 def interpolate_backward(src, diff_dst, *, mode, coordinate_transformation_mode="half_pixel",

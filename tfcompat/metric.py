@@ -10,7 +10,8 @@ format. Integer results must be equal. The error reported is ``|got - ref| / S``
 import ml_dtypes
 import numpy as np
 
-from . import _conv, _resample
+from . import _resample
+from .conv import problem as _conv
 from .backends import numpy_backend
 from .kernel_names import CONV2D_BACKPROP_INPUT
 

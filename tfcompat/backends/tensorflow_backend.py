@@ -14,7 +14,8 @@ import contextlib
 
 import numpy as np
 
-from .. import _checks as ck, _conv, _resample as rs
+from .. import _checks as ck, _resample as rs
+from ..conv import problem as _conv
 from .._resample import Rule
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                             RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)

@@ -862,6 +862,8 @@ CONV_TILE_STREAM_BYTES = TILE_STREAM_BYTES
 # the most output channels whose dx pixels share a vector in the tile kernel for few channels
 # (tiles.h's tfc_px_row)
 CONV_PIXEL_LANES_MAX_OC = TFC_PX_MAX_K
+# the most input channels the tile kernel for few channels takes (tiles.h's tfc_oc_rows)
+CONV_LANES_MAX_C = TFC_OC_MAX_C
 
 
 cdef inline Py_ssize_t _tile_window(const ConvArgs* c) noexcept nogil:

@@ -21,7 +21,8 @@ import functools
 
 import numpy as np
 
-from .. import _conv, _resample as rs
+from .. import _resample as rs
+from ..conv import problem as _conv
 from .._resample import Rule
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                             RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)

@@ -26,7 +26,8 @@ import functools
 
 import numpy as np
 
-from .. import _conv, _resample as rs
+from .. import _resample as rs
+from ..conv import problem as _conv
 # (missing: imported as the peer's own availability check, tfcompat/peers/__init__.py)
 from .._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WEIGHTS, BF16,
                      CONVOLUTION_DIRECT, F16, F32, FORWARD_TRAINING, QUERY_DIFF_DST_MD,

@@ -35,7 +35,8 @@ import time
 
 import numpy as np
 
-from .. import _conv, _resample as rs
+from .. import _resample as rs
+from ..conv import problem as _conv
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR_GRAD,
                             RESIZE_NEAREST_NEIGHBOR_GRAD)
 from ..registry import KernelConfig, UnsupportedError

@@ -22,7 +22,8 @@ NCHW tensors) and computed in the grads' dtype; an output whose dtype differs fr
 """
 import numpy as np
 
-from .. import _conv, _resample as rs
+from .. import _resample as rs
+from ..conv import problem as _conv
 from .._resample import Rule
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
                             RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)

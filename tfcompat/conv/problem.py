@@ -1,12 +1,13 @@
-"""Policy for Conv2DBackpropInput (docs/semantics.md): attribute parsing, output-size
+"""Conv2DBackpropInput's problem (docs/semantics.md): attribute parsing, output-size
 arithmetic for every padding kind, and TF's checks."""
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks as ck
-from .registry import CONV2D_BACKPROP_INPUT
+from .. import _checks as ck
+from ..registry import CONV2D_BACKPROP_INPUT
 
 KERNEL = CONV2D_BACKPROP_INPUT
 ATTRS = ("inputShape", "strides", "pad", "dataFormat", "dimRoundingMode", "dilations")
@@ -65,6 +66,34 @@ class ConvProblem:
 
     def flops(self):
         return 2.0 * self.N * self.OH * self.OW * self.OC * self.fh * self.fw * self.C
+
+    @property
+    def direct(self):
+        """A 1x1, stride-1, unpadded conv: dx = dy @ filter^T, one GEMM over the pixels."""
+        return ((self.fh, self.fw, self.sh, self.sw, self.pad_top, self.pad_left, self.OH,
+                 self.OW) == (1, 1, 1, 1, 0, 0, self.H, self.W))
+
+    @property
+    def phases(self):
+        """The stride phases that hold dx pixels, min(sh, H) * min(sw, W)."""
+        return min(self.sh, self.H) * min(self.sw, self.W)
+
+    def as_rows(self):
+        """A conv over images one pixel wide (W = OW = fw = 1, no padding on the left: a 1-D
+        conv along H, as [N, L, 1, C]) as the same conv over images one pixel tall, whose dx
+        rows the kernels take whole instead of one pixel at a time: dy, the filter and dx keep
+        their memory, reshaped, and H's stride, dilation and pads go to W. None for any other
+        conv (docs/performance.md#one-pixel-wide-images-as-rows)."""
+        if not (self.W == 1 and self.OW == 1 and self.fw == 1 and self.pad_left == 0
+                and self.H > 1):
+            return None
+        dy = self.dy.reshape((self.N, 1, self.OH, self.OC) if self.channels_last
+                             else (self.N, self.OC, 1, self.OH))
+        return dataclasses.replace(
+            self, dy=dy, filter=self.filter.reshape(1, self.fh, self.C, self.OC), H=1,
+            W=self.H, OH=1, OW=self.OH, fh=1, fw=self.fh, sh=self.sw, sw=self.sh, dh=self.dw,
+            dw=self.dh, pad_top=0, pad_left=self.pad_top, pad_bottom=self.pad_right,
+            pad_right=self.pad_bottom)
 
 
 def _spatial_pair(value, name, data_format):

@@ -1,0 +1,58 @@
+"""A Conv2DBackpropInput call: the problem (images one pixel wide as one pixel tall), the
+strategy, dy and dx in NHWC, and the strategy's runner."""
+import logging
+
+import numpy as np
+
+from .._arrays import swap_inner_axes
+from .._threads import kernel_threads
+from .machine import current_machine
+from .strategies import ConvChoice, choose, forced_name
+
+# ``logging.getLogger("tfcompat.conv").setLevel(logging.DEBUG)`` (with a handler): one line per
+# call, the problem and the strategy that ran it, with each earlier strategy's reason
+log = logging.getLogger("tfcompat.conv")
+
+
+def _choice(problem, nthreads):
+    """(problem as run, strategy, ConvChoice)."""
+    p = problem
+    rows = p.as_rows()
+    if rows is not None:
+        p = rows
+    forced = forced_name()
+    strategy, declined = choose(p, current_machine(), nthreads, forced)
+    return p, strategy, ConvChoice(strategy.name, declined, forced is not None, rows is not None)
+
+
+def describe(p):
+    return (f"{p.dtype} dx [{p.N}, {p.H}, {p.W}, {p.C}] <- dy [{p.N}, {p.OH}, {p.OW}, {p.OC}] "
+            f"{p.fh}x{p.fw} stride {p.sh}x{p.sw} dilation {p.dh}x{p.dw} pads "
+            f"{p.pad_top},{p.pad_bottom},{p.pad_left},{p.pad_right} "
+            f"{'NHWC' if p.channels_last else 'NCHW'}")
+
+
+def strategy_of(problem, nthreads=None):
+    """The :class:`ConvChoice` a call with this problem would make."""
+    return _choice(problem, kernel_threads() if nthreads is None else nthreads)[2]
+
+
+def run_conv(problem):
+    """dx for a validated problem (tfcompat.conv.problem.conv_problem)."""
+    p = problem
+    if p.empty:
+        return np.zeros(p.out_shape, dtype=p.dtype)
+    nthreads = kernel_threads()
+    q, strategy, choice = _choice(p, nthreads)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("conv %s, %d threads: %s", describe(p), nthreads, choice)
+    if q.channels_last:
+        dy = np.require(q.dy, requirements="CA")
+    else:
+        dy = swap_inner_axes(q.dy.reshape(q.N, q.OC, q.OH * q.OW), nthreads).reshape(
+            q.N, q.OH, q.OW, q.OC)
+    dx = strategy.run(q, current_machine(), nthreads, dy)
+    if not q.channels_last:
+        n, h, w, c = dx.shape
+        dx = swap_inner_axes(dx.reshape(n, h * w, c), nthreads).reshape(n, c, h, w)
+    return dx.reshape(p.out_shape)
