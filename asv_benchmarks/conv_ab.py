@@ -1,18 +1,25 @@
-"""Does each conv strategy earn its place? An interleaved A/B of the strategy that runs each
-problem against the one that would run without it.
+"""Does each conv strategy, and each of its variants, earn its place? Interleaved A/Bs.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m asv_benchmarks.conv_ab \\
-        [--shapes 48] [--dtypes float32,bfloat16,float16,float64] [--rounds 15] [--json OUT]
+        [strategies|variants] [--shapes 48] [--dtypes float32,bfloat16,float16,float64]
+        [--rounds 11] [--json OUT]
 
-For C1-C5 and the first ``--shapes`` problems of the fixed random grid (conv_grid.py), in each
-dtype: the strategy tfcompat picks (A) and the first of the list that would pick it were A not
-there (B), both forced through TFCOMPAT_CONV_STRATEGY, called in turn ``--rounds`` times after
-two warm-up calls each; printed: both medians and B/A (above 1: A is faster), per problem,
-then per strategy the best and the median B/A over the problems it takes. A strategy that is
-not 5 % faster than B on some problem it takes does not earn its place
-(docs/performance.md#the-strategy-list).
+On C1-C5, the shapes on which variants run (conv_grid.SPECIAL) and the first ``--shapes``
+problems of the fixed random grid (conv_grid.py), in each dtype:
+
+- ``strategies``: the strategy tfcompat picks (A) against the one the list would pick were A
+  not in it (B);
+- ``variants``: for each variant of VARIANTS (a strategy's parameters changed, which turns
+  one of its specialisations off), the list as it is (A) against the list with that strategy
+  so changed (B), on the problems that strategy takes.
+
+Each pair is called in turn ``--rounds`` times after two warm-up calls each, in one process;
+printed per problem: both medians and B/A (above 1: A is faster); then per strategy or
+variant the best and the median B/A over its problems. One that is not 5 % faster than B on
+some problem it takes does not earn its place (docs/performance.md#the-strategy-list).
 """
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -21,18 +28,25 @@ import time
 
 import numpy as np
 
-from .conv_grid import DTYPES, call_args, random_convs, workload_convs
+from .conv_grid import DTYPES, call_args, random_convs, special_convs, workload_convs
 
-
-def runner_up(p, machine, nthreads, name):
-    """The strategy that would run problem ``p`` were ``name`` not in the list."""
-    from tfcompat.conv import strategies as S
-    for s in S.STRATEGIES:
-        if s.name == name:
-            continue
-        if s.cannot(p, machine, nthreads) is None and s.declines(p, machine, nthreads) is None:
-            return s.name
-    return None
+# (strategy, variant, the parameters that turn it off)
+VARIANTS = [
+    ("col2im", "ring of column bands", dict(band_bytes=0)),
+    ("col2im", "1x1 images folded", dict(fold_pixels=0)),
+    ("blas-gather", "columns split for few units", dict(split_units=0)),
+    ("blas-gather", "short bands of one 1x1 image", dict(one_image_rows=0)),
+    ("onednn-gather", "column classes", dict(classes=False)),
+    ("onednn-gather", "merged row phases", dict(merge=False)),
+    ("onednn-gather", "rows stored in AVX-512", dict(avx512_rows=False)),
+    ("onednn-gather", "streaming stores", dict(stream_bytes=0)),
+    ("onednn-gather", "short bands of one 1x1 image", dict(one_image_rows=0)),
+    ("onednn-gather", "1x1 images folded", dict(fold_pixels=0)),
+    ("channel-tiles", "runs of narrow rows", dict(runs=False)),
+    ("channel-tiles", "groups of columns", dict(filter_bytes=1 << 40)),
+    ("channel-tiles", "group taps copied per worker", dict(raw_bytes=0)),
+    ("channel-tiles", "streaming stores", dict(stream_bytes=0)),
+]
 
 
 def _problem(args):
@@ -40,41 +54,68 @@ def _problem(args):
     sizes, filt, dy, kw = args
     attrs = functional_attrs(sizes, filt, dy, kw["strides"], kw["padding"],
                              kw["explicit_paddings"], kw["data_format"], kw["dilations"])
-    p = conv_problem({"dy": dy, "filter": filt}, attrs)
-    return p.as_rows() or p
+    return conv_problem({"dy": dy, "filter": filt}, attrs)
 
 
-def timed(name, call):
-    os.environ["TFCOMPAT_CONV_STRATEGY"] = name
-    try:
-        t = time.perf_counter()
-        call()
-        return time.perf_counter() - t
-    finally:
-        del os.environ["TFCOMPAT_CONV_STRATEGY"]
+def runner_up(p, machine, nthreads, name):
+    """The strategy that would run problem ``p`` were ``name`` not in the list."""
+    from tfcompat.conv import STRATEGIES
+    p = p.as_rows() or p
+    for s in STRATEGIES:
+        if s.name != name and s.cannot(p, machine, nthreads, s.params) is None \
+                and s.declines(p, machine, nthreads, s.params) is None:
+            return s.name
+    return None
 
 
-def ab(call, a, b, rounds):
+def _timed(call):
+    t = time.perf_counter()
+    call()
+    return time.perf_counter() - t
+
+
+def ab(call_a, call_b, rounds):
     for _ in range(2):
-        timed(a, call)
-        timed(b, call)
+        call_a()
+        call_b()
     ta, tb = [], []
     for _ in range(rounds):
-        ta.append(timed(a, call))
-        tb.append(timed(b, call))
+        ta.append(_timed(call_a))
+        tb.append(_timed(call_b))
     return float(np.median(ta)), float(np.median(tb))
+
+
+def _forced(name, problem, strategies):
+    from tfcompat.conv.run import run_conv
+
+    def call():
+        os.environ["TFCOMPAT_CONV_STRATEGY"] = name
+        try:
+            run_conv(problem, strategies)
+        finally:
+            del os.environ["TFCOMPAT_CONV_STRATEGY"]
+    return call
+
+
+def _summary(rows, key):
+    print(f"\n| {key} | problems | best B/A | median B/A |\n|---|---|---|---|")
+    for name in dict.fromkeys(r[key] for r in rows):
+        ratios = [r["tb"] / r["ta"] for r in rows if r[key] == name]
+        print(f"| {name} | {len(ratios)} | {max(ratios):.2f} | {np.median(ratios):.2f} |")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.conv_ab")
+    ap.add_argument("what", nargs="?", default="strategies", choices=["strategies", "variants"])
     ap.add_argument("--shapes", type=int, default=48)
     ap.add_argument("--dtypes", default=",".join(DTYPES))
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     import tfcompat
-    from tfcompat.conv import current_machine
+    from tfcompat.conv import STRATEGIES, current_machine
+    from tfcompat.conv.run import strategy_of
     from .compare import blas_info, blas_line
     if args.threads:
         tfcompat.set_num_threads(args.threads)
@@ -83,30 +124,36 @@ def main(argv=None):
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"{nthreads} threads; {machine.describe()}")
     rows = []
-    problems = workload_convs() + random_convs(args.shapes)
-    print("| problem | dtype | A | B | A ms | B ms | B/A |\n|---|---|---|---|---|---|---|")
+    problems = workload_convs() + special_convs() + random_convs(args.shapes)
+    if args.what == "strategies":
+        print("| problem | dtype | A | B | A ms | B ms | B/A |\n|---|---|---|---|---|---|---|")
+    else:
+        print("| variant | problem | dtype | A ms | B ms | B/A |\n|---|---|---|---|---|---|")
     for pr in problems:
         for dtype in args.dtypes.split(","):
-            cargs = call_args(pr, dtype)
-            a = tfcompat.conv_strategy(*cargs[:3], **cargs[3]).name
-            b = runner_up(_problem(cargs), machine, nthreads, a)
-            if b is None:
+            p = _problem(call_args(pr, dtype))
+            a = strategy_of(p, nthreads).name
+            if args.what == "strategies":
+                b = runner_up(p, machine, nthreads, a)
+                if b is None:
+                    continue
+                ta, tb = ab(_forced(a, p, STRATEGIES), _forced(b, p, STRATEGIES), args.rounds)
+                rows.append(dict(problem=pr["id"], dtype=dtype, a=a, b=b, ta=ta, tb=tb))
+                print(f"| {pr['id']} | {dtype} | {a} | {b} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | "
+                      f"{tb / ta:.2f} |", flush=True)
                 continue
-
-            def call(cargs=cargs):
-                tfcompat.conv2d_backprop_input(*cargs[:3], **cargs[3])
-            ta, tb = ab(call, a, b, args.rounds)
-            rows.append(dict(problem=pr["id"], dtype=dtype, a=a, b=b, ta=ta, tb=tb))
-            print(f"| {pr['id']} | {dtype} | {a} | {b} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | "
-                  f"{tb / ta:.2f} |", flush=True)
+            for name, variant, change in VARIANTS:
+                if name != a:
+                    continue
+                changed = tuple(dataclasses.replace(s, params=dataclasses.replace(
+                    s.params, **change)) if s.name == a else s for s in STRATEGIES)
+                ta, tb = ab(_forced(a, p, STRATEGIES), _forced(a, p, changed), args.rounds)
+                rows.append(dict(problem=pr["id"], dtype=dtype, a=a, variant=f"{a}: {variant}",
+                                 ta=ta, tb=tb))
+                print(f"| {a}: {variant} | {pr['id']} | {dtype} | {ta * 1e3:.3f} | "
+                      f"{tb * 1e3:.3f} | {tb / ta:.2f} |", flush=True)
     print("# BLAS:", blas_line(blas_info()))
-    print("\n| strategy A | problems | best B/A | median B/A | B |\n|---|---|---|---|---|")
-    for name in sorted({r["a"] for r in rows}):
-        mine = [r for r in rows if r["a"] == name]
-        ratios = [r["tb"] / r["ta"] for r in mine]
-        bs = sorted({r["b"] for r in mine})
-        print(f"| {name} | {len(mine)} | {max(ratios):.2f} | {np.median(ratios):.2f} | "
-              f"{', '.join(bs)} |")
+    _summary(rows, "a" if args.what == "strategies" else "variant")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

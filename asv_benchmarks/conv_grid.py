@@ -4,8 +4,8 @@ output on it, for refactors that must not change a bit.
     python -m asv_benchmarks.conv_grid bits OUT.json [--shapes 200] [--threads 1,2]
     python -m asv_benchmarks.conv_grid compare BEFORE.json AFTER.json
 
-``bits`` runs C1-C5 (docs/semantics.md §10) and the first ``--shapes`` shapes of the random
-grid in float32, bfloat16, float16 and float64, on each thread count, through
+``bits`` runs C1-C5 (docs/semantics.md §10), SPECIAL and the first ``--shapes`` shapes of the
+random grid in float32, bfloat16, float16 and float64, on each thread count, through
 ``tfcompat.conv2d_backprop_input`` with the cython backend, and writes a SHA-256 of each
 output's bytes (with the strategy that ran). ``compare`` lists the outputs whose bits differ.
 The grid is also the strategy A/B's shape set (docs/performance.md).
@@ -69,6 +69,30 @@ def workload_convs():
     return out
 
 
+# shapes on which a strategy's variant runs (asv_benchmarks/conv_ab.py variants): id, N, H, W,
+# C, OC, filter, stride, padding
+SPECIAL = [
+    ("S1", 64, 7, 7, 256, 256, 1, 1, "VALID"),    # 1x1 of small images: folded
+    ("S2", 8, 7, 7, 512, 512, 3, 1, "SAME"),      # rows of 7: the channel tiles' runs
+    ("S3", 4, 14, 14, 256, 512, 3, 1, "SAME"),    # filter over 1 MiB a block: groups, raw
+    ("S4", 2, 14, 14, 128, 1000, 3, 1, "SAME"),   # a group over 2 MiB: the filter copied once
+    ("S5", 1, 224, 224, 64, 64, 1, 1, "VALID"),   # one image of a 1x1: short bands
+    ("S6", 1, 7, 7, 512, 512, 3, 1, "SAME"),      # one small image: columns split
+    ("S7", 1, 64, 64, 3, 64, 7, 2, "SAME"),       # a stem layer: few channels, one image
+    ("S8", 16, 32, 32, 3, 32, 3, 1, "SAME"),      # RGB, 16 images
+]
+
+
+def special_convs():
+    """SPECIAL in the grid's dict form."""
+    out = []
+    for sid, n, h, w, c, oc, k, s, pad in SPECIAL:
+        dy = conv_out((n, h, w, c), (k, k, c, oc), s, pad)
+        out.append(dict(id=sid, n=n, h=h, w=w, c=c, oc=oc, fh=k, fw=k, s=s, d=1, padding=pad,
+                        pads=None, oh=dy[1], ow=dy[2], fmt="NHWC"))
+    return out
+
+
 def call_args(p, dtype, seed=0):
     """(input_sizes, filter, out_backprop, keyword arguments) for problem ``p`` in ``dtype``."""
     from .impls import dtype_of
@@ -101,7 +125,7 @@ def _strategy(sizes, filt, dy, kw):
 
 def bits(out_path, shapes, threads):
     import tfcompat
-    problems = workload_convs() + random_convs(shapes)
+    problems = workload_convs() + special_convs() + random_convs(shapes)
     result = {}
     for p in problems:
         for dtype in DTYPES:

@@ -29,7 +29,7 @@ def runnable(sizes, filt, dy, kw, names=None):
     p = conv_problem({"dy": dy, "filter": filt}, attrs)
     p = p.as_rows() or p
     return [s.name for s in STRATEGIES if (names is None or s.name in names)
-            and s.cannot(p, MACHINE, 7) is None]
+            and s.cannot(p, MACHINE, 7, s.params) is None]
 
 
 def strategy_params(dtypes, shape=((2, 9, 9, 3), (3, 3, 3, 2), 2, "VALID"), names=None):

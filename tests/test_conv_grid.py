@@ -126,7 +126,8 @@ def _cases():
         for shape_id in SHAPES:
             for dname, dtype in DTYPES.items():
                 for layout in ("NHWC", "NCHW"):
-                    if s.cannot(_problem(shape_id, dtype, layout), machine, threads) is None:
+                    p = _problem(shape_id, dtype, layout)
+                    if s.cannot(p, machine, threads, s.params) is None:
                         out.append(pytest.param(s.name, shape_id, dname, layout,
                                                 id=f"{s.name}-{shape_id}-{dname}-{layout}"))
     return out

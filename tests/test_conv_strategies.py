@@ -328,11 +328,11 @@ if given is not None:
         p = p.as_rows() or p
         m, threads = current_machine(), T.get_num_threads()
         picked = T.conv_strategy(sizes, filt, dy, **kw).name
-        first = next(s.name for s in STRATEGIES if s.cannot(p, m, threads) is None
-                     and s.declines(p, m, threads) is None)
+        first = next(s.name for s in STRATEGIES if s.cannot(p, m, threads, s.params) is None
+                     and s.declines(p, m, threads, s.params) is None)
         assert picked == first
         for s in STRATEGIES:
-            if s.cannot(p, m, threads) is not None:
+            if s.cannot(p, m, threads, s.params) is not None:
                 continue
             os.environ["TFCOMPAT_CONV_STRATEGY"] = s.name
             try:

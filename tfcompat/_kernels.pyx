@@ -12,7 +12,12 @@ tfcompat/csrc/ beside the C headers it uses:
     linear.pxi       linear resampling backward
     nearest.pxi      nearest-neighbour resampling backward
     plan.pxi         ResamplePlan: the one entry point of the resampling kernels
-    conv.pxi         Conv2DBackpropInput: ConvPlan, the one entry point of the conv
+    conv_core.pxi    Conv2DBackpropInput: what every strategy shares (sizes, phases, taps)
+    conv_col2im.pxi  its strategies, each with its argument struct: the col2im,
+    conv_gather.pxi    the BLAS gather,
+    conv_onednn.pxi    oneDNN's gather,
+    conv_tiles.pxi     the channel and lane tiles (tiles_channel.h, tiles_lanes.h)
+    conv_plan.pxi    ConvPlan: the one entry point of the conv
     instruments.pxi  what the benchmarks time beside the kernels
 
 Policy lives in Python (tfcompat/_resample.py, tfcompat/conv/, tfcompat/backends/): every
@@ -44,5 +49,10 @@ include "csrc/rows.pxi"
 include "csrc/linear.pxi"
 include "csrc/nearest.pxi"
 include "csrc/plan.pxi"
-include "csrc/conv.pxi"
+include "csrc/conv_core.pxi"
+include "csrc/conv_col2im.pxi"
+include "csrc/conv_gather.pxi"
+include "csrc/conv_onednn.pxi"
+include "csrc/conv_tiles.pxi"
+include "csrc/conv_plan.pxi"
 include "csrc/instruments.pxi"

@@ -1,15 +1,182 @@
-"""oneDNN's side of the conv: one multithreaded matmul for a 1x1 conv (the onednn-matmul
-strategy), and the single-threaded matmuls, streams and memory objects each worker of
-oneDNN's gather (the onednn-gather strategy) runs from the kernel (tfcompat/_dnnl.py has the
-C API)."""
+"""oneDNN's two strategies: onednn-matmul, a 1x1 conv as one multithreaded matmul, and
+onednn-gather, the stride phases' bands by single-threaded matmuls that each worker runs from
+the kernel (conv_onednn.pxi) with its own streams and memory objects (tfcompat/_dnnl.py has
+the C API)."""
 import contextlib
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _checks as ck, _memory
+from .._arrays import avx512_kernels, round_to, to_float32
+from . import plans
+from .tables import fold_images, geometry, phase_tables, phases_cannot
 
-F32, F16 = ck.FLOAT32, ck.FLOAT16
+F32, F16, BF16 = ck.FLOAT32, ck.FLOAT16, ck.BFLOAT16
+
+
+def onednn_cannot(p, m):
+    if not m.onednn:
+        return "oneDNN is not installed, or TFCOMPAT_ONEDNN=off"
+    if m.gemm_type(p.dtype) is None:
+        return f"oneDNN has no fast {p.dtype} matmul here"
+    return None
+
+
+def native_bf16(p, m):
+    """Whether this conv is bfloat16 that oneDNN multiplies in bfloat16."""
+    return p.dtype == BF16 and m.gemm_type(p.dtype) == BF16
+
+
+# -- onednn-matmul -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MatmulParams:
+    # a float32 conv (or a half type oneDNN widens) of two or more images is one matmul where
+    # its filter takes at least this many bytes in float32: the gather's single-threaded GEMMs,
+    # one per band, each read all of it, and beyond half the L2 it comes from further out for
+    # every band (docs/performance.md#onednn-matmul)
+    filter_bytes: int = 1 << 20
+    # a half type oneDNN widens: one matmul only where its widened dy and dx take at most this
+    # many values (float32 copies of both; docs/performance.md#onednn-matmul)
+    wide_values: int = 1 << 22
+
+
+MATMUL = MatmulParams()
+
+
+def matmul_cannot(p, m, nthreads, params):
+    if not p.direct:
+        return "not a 1x1, stride-1, unpadded conv"
+    why = onednn_cannot(p, m)
+    if why:
+        return why
+    # oneDNN 3.2 splits a half type's sums among threads on AMX from 16 threads on with more
+    # than 1024 output channels (brgemm_matmul_utils.cpp, compute_blocking_heuristic_amx):
+    # its result would depend on the thread count
+    if (m.gemm_type(p.dtype) == p.dtype != F32 and m.amx and nthreads >= 16
+            and p.OC > 1024):
+        return (f"oneDNN would split each sum among threads ({p.dtype} on AMX, {nthreads} "
+                f"threads, {p.OC} > 1024 output channels)")
+    return None
+
+
+def matmul_declines(p, m, nthreads, params):
+    if m.gemm_type(p.dtype) != F32:
+        return None     # a half type multiplied in its own type: always one matmul
+    values = p.N * p.H * p.W * (p.C + p.OC)
+    if p.dtype != F32 and values > params.wide_values:
+        return (f"{p.dtype} widened to float32: dy and dx would take {values} float32 values "
+                f"(more than {params.wide_values})")
+    if p.N != 1 and p.C * p.OC * 4 < params.filter_bytes:
+        return (f"{p.N} images and a filter of {p.C * p.OC * 4} bytes in float32 (under "
+                f"{params.filter_bytes}): the gathers' single-threaded GEMMs are as fast")
+    return None
+
+
+def run_matmul(p, m, nthreads, dy, params):
+    """dx = dy @ filter^T over every pixel; a half type oneDNN widens is widened before and
+    rounded once after."""
+    gemm = m.gemm_type(p.dtype)
+    filt = np.ascontiguousarray(p.filter).reshape(p.C, p.OC)
+    widened = gemm != p.dtype
+    if widened:
+        dy, filt = to_float32(dy, nthreads), to_float32(filt, nthreads)
+    dx = matmul(dy, filt, p.N * p.H * p.W, p.OC, p.C, nthreads)
+    dx = round_to(dx, p.dtype, nthreads) if widened else dx
+    return dx.reshape(p.N, p.H, p.W, p.C)
+
+
+# -- onednn-gather -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GatherParams:
+    # a band's gathered dy holds at most this many values (docs/performance.md#onednn-gather)
+    band_values: int = 1 << 17
+    # the fewest input channels with which two or more images take it; for bfloat16 that
+    # oneDNN multiplies in bfloat16, whose GEMMs run at twice the float32 rate, fewer
+    # (docs/performance.md#onednn-gather)
+    min_c: int = 24
+    native_bf16_min_c: int = 9
+    # one image of a 1x1 conv: bands of GEMMs of this many rows (blas-gather's one_image_rows)
+    one_image_rows: int = 128
+    # column classes (dy read in place) and merged row phases (a GEMM per dy row writes a dx
+    # row) where they apply (docs/performance.md#onednn-gather)
+    classes: bool = True
+    merge: bool = True
+    # dx rows copied or rounded in AVX-512 instructions where the CPU has them, and, into a dx
+    # of stream_bytes or more, with streaming stores (0: never; docs/performance.md#streaming-stores)
+    avx512_rows: bool = True
+    stream_bytes: int = 4 << 20
+    # as the col2im's (col2im.Col2imParams)
+    fold_pixels: int = 196
+    fold_values: int = 1 << 17
+
+
+GATHER = GatherParams()
+
+
+def all_merged(p, params=GATHER):
+    """Whether every row phase of this conv merges in oneDNN's gather."""
+    return p.sw <= p.W and bool((geometry(p, params.band_values, True, False,
+                                          merge=params.merge)[7] >= 0).all())
+
+
+def units(p, gemm, params=GATHER):
+    """The work of oneDNN's gather for this conv (which takes sw <= W), in units of its largest
+    unit of work: every image's rows over the tallest band of a row phase (the bands of each
+    row phase py, its sw phases together, so its first phase, every sw-th row of the phase
+    table, stands for it)."""
+    rows = geometry(p, params.band_values, True, gemm.itemsize == 2,
+                    merge=params.merge)[1][::p.sw].tolist()
+    return p.N * sum(r[2] for r in rows) / max(min(r[2], r[6]) for r in rows)
+
+
+def gather_cannot(p, m, nthreads, params):
+    why = onednn_cannot(p, m) or phases_cannot(p)
+    if why is None and p.sw > p.W:
+        why = (f"a stride of {p.sw} over an image {p.W} wide (it lays a row phase's stride "
+               f"phases out as dx's rows)")
+    return why
+
+
+def gather_declines(p, m, nthreads, params):
+    least = params.native_bf16_min_c if native_bf16(p, m) else params.min_c
+    if p.N >= 2 and p.C < least:
+        return (f"{p.N} images with {p.C} input channels (fewer than {least}): the col2im's "
+                f"wider GEMMs are faster")
+    disjoint = p.sh * p.sw > 1 and p.fh <= p.sh and p.fw <= p.sw
+    if disjoint and m.gemm_type(p.dtype) == F32 and not all_merged(p, params):
+        return ("taps that do not overlap, in float32, with row phases that do not all "
+                "merge: the col2im's one GEMM per band is faster")
+    return None
+
+
+def run_gather(p, m, nthreads, dy, params):
+    gemm = m.gemm_type(p.dtype)
+    nhwc = (p.N, p.H, p.W, p.C)
+    one_1x1 = p.direct and p.N == 1
+    p, dy = fold_images(p, dy, params.fold_pixels, params.fold_values)
+    tables = phase_tables(p, gemm, nthreads, params.band_values, dnnl=True,
+                          short_rows=params.one_image_rows if one_1x1 else 0,
+                          classes=params.classes, merge=params.merge)
+    plan = plans.new_plan(plans.Kind.CONV_ONEDNN_GATHER, p)
+    plan.phases(tables)
+    avx512 = params.avx512_rows and avx512_kernels()
+    stream = params.stream_bytes > 0 and (p.N * p.H * p.W * p.C * p.dtype.itemsize
+                                          >= params.stream_bytes)
+    plan.onednn(avx512, stream)
+    nt = plans.threads_for(plan, nthreads)
+    with workers(gemm_shapes(tables, p.OC, p.C), nt, gemm) as lent:
+        status = lent.bind(plan)
+        dx = plans.run(plan, p, dy, nt)
+    if status.any():
+        raise RuntimeError(f"oneDNN's matmul failed with status {int(status[status != 0][0])}")
+    return dx.reshape(nhwc)
+
+
+# -- oneDNN's objects ----------------------------------------------------------------------
 
 
 def _dnnl_type(dtype):
@@ -38,7 +205,7 @@ def matmul(dy, filt, m, k, n, nthreads):
 
 
 class _DnnlWorkers:
-    """oneDNN's side of the gather (conv.pxi's ``use_dnnl``) for one set of GEMM shapes, input
+    """oneDNN's side of the gather (ConvPlan.use_dnnl) for one set of GEMM shapes, input
     type and worker count: single-threaded matmuls (float32 out), one per stride
     phase and band height (its bands, and its last, shorter one), and per worker a stream, a
     scratchpad and memory objects, which the kernel points at each call's data. One call uses

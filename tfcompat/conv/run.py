@@ -7,21 +7,21 @@ import numpy as np
 from .._arrays import swap_inner_axes
 from .._threads import kernel_threads
 from .machine import current_machine
-from .strategies import ConvChoice, choose, forced_name
+from .strategies import STRATEGIES, ConvChoice, choose, forced_name
 
 # ``logging.getLogger("tfcompat.conv").setLevel(logging.DEBUG)`` (with a handler): one line per
 # call, the problem and the strategy that ran it, with each earlier strategy's reason
 log = logging.getLogger("tfcompat.conv")
 
 
-def _choice(problem, nthreads):
+def _choice(problem, nthreads, strategies=STRATEGIES):
     """(problem as run, strategy, ConvChoice)."""
     p = problem
     rows = p.as_rows()
     if rows is not None:
         p = rows
-    forced = forced_name()
-    strategy, declined = choose(p, current_machine(), nthreads, forced)
+    forced = forced_name(strategies)
+    strategy, declined = choose(p, current_machine(), nthreads, forced, strategies)
     return p, strategy, ConvChoice(strategy.name, declined, forced is not None, rows is not None)
 
 
@@ -37,13 +37,14 @@ def strategy_of(problem, nthreads=None):
     return _choice(problem, kernel_threads() if nthreads is None else nthreads)[2]
 
 
-def run_conv(problem):
-    """dx for a validated problem (tfcompat.conv.problem.conv_problem)."""
+def run_conv(problem, strategies=STRATEGIES):
+    """dx for a validated problem (tfcompat.conv.problem.conv_problem), by the first of
+    ``strategies`` (the list, or a variant of it: asv_benchmarks/conv_ab.py) that takes it."""
     p = problem
     if p.empty:
         return np.zeros(p.out_shape, dtype=p.dtype)
     nthreads = kernel_threads()
-    q, strategy, choice = _choice(p, nthreads)
+    q, strategy, choice = _choice(p, nthreads, strategies)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("conv %s, %d threads: %s", describe(p), nthreads, choice)
     if q.channels_last:
@@ -51,7 +52,7 @@ def run_conv(problem):
     else:
         dy = swap_inner_axes(q.dy.reshape(q.N, q.OC, q.OH * q.OW), nthreads).reshape(
             q.N, q.OH, q.OW, q.OC)
-    dx = strategy.run(q, current_machine(), nthreads, dy)
+    dx = strategy.run(q, current_machine(), nthreads, dy, strategy.params)
     if not q.channels_last:
         n, h, w, c = dx.shape
         dx = swap_inner_axes(dx.reshape(n, h * w, c), nthreads).reshape(n, c, h, w)

@@ -2,6 +2,8 @@
 col2im); per stride phase, its dx rows and columns, the taps that reach it and where they read
 dy (the gathers and tile kernels); the filter's taps. All but the taps depend on the shapes
 only and are kept, read-only, in the plan cache."""
+import dataclasses
+
 import numpy as np
 
 from .. import _memory
@@ -11,21 +13,18 @@ from .._simd import kernels as _kernels
 from .problem import ck
 from ..registry import CONV2D_BACKPROP_INPUT
 
-# Each per-image column band of the col2im is one GEMM of at least this many bytes of column
-# rows; the ring of bands keeps the columns in cache for the col2im
-# (docs/performance.md#col2im)
-BAND_GEMM_BYTES = 2048
-# The gathers' band of gathered dy rows: at most this many values, with our BLAS and with
-# oneDNN's matmuls (docs/performance.md#gather)
-GATHER_VALUES = 1 << 19
-DNNL_GATHER_VALUES = 1 << 17
-# The gather bands of one image of a 1x1 conv: GEMMs of this many rows, so that the image has
-# enough units for the threads to share (docs/performance.md#gather)
-ONE_IMAGE_BAND_M = 128
-# A 1x1, stride-1 conv of two or more images multiplies each band of an image (oneDNN's
-# gather) or each image (our col2im) as one GEMM; images smaller than this many pixels go k
-# to a GEMM (images_per_band; docs/performance.md#small-images-of-a-1x1-conv)
-FOLD_PIXELS = 196
+# The most stride phases holding dx pixels, min(sh, H) * min(sw, W), for which the phase
+# strategies (the gathers and tile kernels) make tables: theirs and their units of work are
+# per phase, the col2im's are not (a stride of 1,000 on a 1,000 x 1,000 image has a million
+# phases of one pixel each)
+MAX_GATHER_PHASES = 4096
+
+
+def phases_cannot(p):
+    """Why the phase strategies cannot run ``p`` (MAX_GATHER_PHASES), or None."""
+    if p.phases > MAX_GATHER_PHASES:
+        return f"{p.phases} stride phases (more than {MAX_GATHER_PHASES})"
+    return None
 
 
 def axis_tables(p):
@@ -34,49 +33,50 @@ def axis_tables(p):
             shared_tables(_kernels.conv_axis_table, p.W, p.OW, p.fw, p.sw, p.dw, p.pad_left))
 
 
-def column_ring(p, h_tab, itemsize):
-    """(band, cap): output rows per GEMM band and rows in the per-thread ring of columns, or
-    (OH, OH) where the ring would not be smaller than the whole image's columns."""
+def column_ring(p, h_tab, itemsize, band_bytes):
+    """(band, cap): output rows per GEMM band (at least ``band_bytes`` of column rows) and rows
+    in the per-thread ring of columns, or (OH, OH) where the ring would not be smaller than the
+    whole image's columns (or band_bytes is 0)."""
     off, out = h_tab[0], h_tab[1]
     first, last = off[:-1], off[1:] - 1
     rows = last >= first
-    if not rows.any():
+    if not rows.any() or band_bytes <= 0:
         return p.OH, p.OH
     # span: how far back from the newest column row computed so far a dx row may still read
     # (with a stride > 1 and dilation, a later dx row can read an older output row)
     newest = np.maximum.accumulate(np.where(rows, out[np.maximum(last, 0)], -1))
     span = int((newest[rows] - out[first[rows]]).max()) + 1
-    band = max(1, -(-(BAND_GEMM_BYTES // itemsize) // p.OW))
+    band = max(1, -(-(band_bytes // itemsize) // p.OW))
     cap = band * -(-(band + span - 1) // band)
     return (p.OH, p.OH) if cap >= p.OH else (band, cap)
 
 
-def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wide=0):
-    """The gather strategy's tables (conv.pxi, ConvPlan's ``gather``): for each stride phase
-    (py, px), its dx rows and columns, the taps that reach it, where each tap reads dy, and the
-    filter's taps as a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in
-    values of the compute type, for the gathered A and the GEMM's output. All but the filter's
-    taps depend on the shapes only and are made once per geometry (:func:`_gather_geometry`);
-    the taps are copied out of this call's filter by ``nthreads`` threads. ``short_bands``: for
-    one image of a 1x1 conv, whose bands are the only units the threads share, bands of
-    :data:`ONE_IMAGE_BAND_M` GEMM rows.
+def phase_tables(p, ct, nthreads, limit, *, dnnl=False, short_rows=0, tiles=0, wide=0,
+                 raw=False, runs=True, classes=True, merge=True):
+    """The phase strategies' tables (ConvPlan.phases): for each stride phase (py, px), its dx
+    rows and columns, the taps that reach it, where each tap reads dy, and the filter's taps as
+    a [taps * OC, C] matrix of dtype ``ct``; and the scratch per worker, in values of the
+    compute type, for the gathered A and the GEMM's output. All but the filter's taps depend on
+    the shapes only and are made once per geometry (:func:`geometry`); the taps are copied out
+    of this call's filter by ``nthreads`` threads. ``limit``: the values of a band's A;
+    ``short_rows``: for one image of a 1x1 conv, whose bands are the only units the threads
+    share, bands of at most this many GEMM rows (0: no limit).
 
-    ``dnnl`` (conv.pxi's _dnnl_band, ``ct`` the matmuls' input type): every phase gets
-    Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
-    dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output
-    is float32.
+    ``dnnl`` (oneDNN's gather, conv_onednn.pxi; ``ct`` the matmuls' input type): every phase
+    gets Wq = ceil(W / sw) columns and the phases of a py one band, so that their outputs share
+    dx's row layout; A holds the band's dy rows with one tap row each, in ``ct``; the output is
+    float32; ``classes``: column classes where they pay (:func:`_column_classes`); ``merge``:
+    row phases merged where they can be.
 
-    ``tiles`` (conv.pxi's _tile_phase_band): the phases and bands of the gather without
-    oneDNN, and as scratch only the tile kernel's pointers, a row of zeros and a row's running
-    totals; where the filter runs in more than one group of columns of at most 2 MiB of
-    taps (conv.pxi's conv_tile_raw), the filter itself instead of its taps (each worker copies
-    the taps of the groups it runs, widened to float32: conv.pxi's tile_raw); 2: the tile
-    kernel for few channels (tiles.h's tfc_oc_rows), rows taken alone, each tap's filter as
-    [C, OC], its own layout (OC rounded up to a multiple of 16, zeros from OC on). ``wide``: see
-    :func:`_gather_geometry`. Last in the tuple, the filter's taps' indices (of its
-    fh * fw) in the order of the taps."""
+    ``tiles`` (conv_tiles.pxi): the phases and bands without a gather; as scratch only the tile
+    kernel's pointers, a row of zeros and a row's running totals; with ``raw`` (the channel
+    tiles' workers copy their groups' taps), the filter itself (C padded to a multiple of 16)
+    instead of its taps; 2: the lane tiles, rows taken alone, each tap's filter as [C, OC], its
+    own layout (OC rounded up to a multiple of 16, zeros from OC on). ``wide``, ``runs``: see
+    :func:`_gather_geometry`. Last in the tuple, the filter's taps' indices (of its fh * fw) in
+    the order of the taps."""
     strides, info, offy, offx, tap_rows, a_values, out_values, merged = geometry(
-        p, dnnl, ct.itemsize == 2, short_bands, tiles, wide)
+        p, limit, dnnl, ct.itemsize == 2, short_rows, tiles, wide, runs, classes, merge)
     if tiles:
         a_values, out_values = _kernels.conv_tile_scratch(p.fh * p.fw, p.OC, p.W), 0
     if tiles == 2:
@@ -91,9 +91,9 @@ def gather_tables(p, ct, dnnl=False, nthreads=1, short_bands=False, tiles=0, wid
         # the tile kernel reads whole vectors of 16 channels: zeros in the columns from C on
         filt = np.zeros(p.filter.shape[:2] + (tile_channels(p.C), p.OC), p.filter.dtype)
         filt[:, :, :p.C] = p.filter
-    if tiles and _kernels.conv_tile_raw(p.fh * p.fw, p.C, p.OC):
+    if raw:
         # a filter run in groups of columns: each worker copies (and widens) the taps of its
-        # own groups (conv.pxi's tile_raw), so it goes as it is
+        # own groups (conv_tiles.pxi's _tile_group_taps), so it goes as it is
         return (strides, info, offy, offx, np.ascontiguousarray(filt).reshape(-1), a_values,
                 out_values, merged, tap_rows)
     taps = _filter_taps(filt, tap_rows, ct, nthreads,
@@ -132,18 +132,18 @@ def shared_tables(make, *args):
     return entry.value
 
 
-def geometry(p, dnnl, bits, short_bands, tiles=False, wide=0):
+def geometry(p, limit, dnnl, bits, short_rows=0, tiles=0, wide=0, runs=True, classes=True,
+             merge=True):
     """This conv's :func:`_gather_geometry`, from the plan cache."""
     # oneDNN's matmuls read dy's own values unless a half type is widened for float32 GEMMs
-    reads_dy = dnnl and (bits or p.dtype == ck.FLOAT32)
+    reads_dy = classes and dnnl and (bits or p.dtype == ck.FLOAT32)
     return shared_tables(_gather_geometry, p.H, p.W, p.C, p.OC, p.OH, p.OW, p.fh, p.fw, p.sh,
-                          p.sw, p.dh, p.dw, p.pad_top, p.pad_left,
-                          DNNL_GATHER_VALUES if dnnl else GATHER_VALUES, dnnl, bits,
-                          short_bands, reads_dy, tiles, wide)
+                         p.sw, p.dh, p.dw, p.pad_top, p.pad_left, limit, dnnl, bits,
+                         short_rows, reads_dy, tiles, wide, runs, merge)
 
 
 def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
-    """How many column classes a phase's GEMMs take (its info's last column, conv.pxi's
+    """How many column classes a phase's GEMMs take (its info's last column, conv_onednn.pxi's
     _dnnl_band; 0: none, the gather). Class r holds the phase's columns i = r, r + ntx, ...
     (ntx: its taps per tap row); where the taps read consecutive dy columns and ntx divides
     dy's width, class r's A rows are the runs of ntx pixels of dy shifted by offx[0] + r
@@ -164,22 +164,23 @@ def _column_classes(oys, oxs, hp, band, wq, oh, ow, sw, reads_dy):
 
 
 def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_left, limit,
-                     dnnl, bits, short_bands, reads_dy, tiles=False, wide=0):
-    """:func:`gather_tables` but the filter's taps: (strides, phase info, offy, offx, the
+                     dnnl, bits, short_rows, reads_dy, tiles=0, wide=0, runs=True, merge=True):
+    """:func:`phase_tables` but the filter's taps: (strides, phase info, offy, offx, the
     taps' indices into the filter's fh * fw, A values, output values, merged row phases).
     ``limit``: the values of a band's A; ``bits``: A holds 16-bit values (in float32
-    scratch); ``short_bands``: at most :data:`ONE_IMAGE_BAND_M` GEMM rows (rounded up to whole
-    rows); ``reads_dy``: oneDNN's matmuls can read dy's values in place (their column classes,
-    :func:`_column_classes`). With oneDNN, a row phase py is merged (its entry: where its
-    merged taps start in the taps, else -1) where each of its sw > 1 phases takes one tap, read
-    at the phase's own dy position, and the phases fill dx's rows whole (conv.pxi's
-    ph_merged). ``tiles`` (the tile kernel, which gathers nothing): where it takes each row
-    alone, bands of an eighth of the phase's rows (one row for 15 or fewer), so that even one
-    image has enough bands for the threads to share out evenly, and few enough that each
-    band's set-up costs nothing to speak of; a run of narrow rows keeps its band. ``wide``:
-    the values of a half type's widened window (conv.pxi's TILE_WIDE_VALUES), which holds a
-    band's dy rows, so that its bands read at most that many (a row alone at least), and a
-    worker's scratch stays that small, however large the image."""
+    scratch); ``short_rows``: at most that many GEMM rows (rounded up to whole rows; 0: no
+    limit); ``reads_dy``: oneDNN's matmuls can read dy's values in place (their column
+    classes, :func:`_column_classes`). With oneDNN and ``merge``, a row phase py is merged (its
+    entry: where its merged taps start in the taps, else -1) where each of its sw > 1 phases
+    takes one tap, read at the phase's own dy position, and the phases fill dx's rows whole
+    (conv_onednn.pxi's ``merged``). ``tiles`` (which gather nothing): where a row goes alone
+    (the lane tiles, or rows too wide for runs, or ``runs`` off), bands of an eighth of the
+    phase's rows (one row for 15 or fewer), so that even one image has enough bands for the
+    threads to share out evenly, and few enough that each band's set-up costs nothing to speak
+    of; a run of narrow rows keeps its band. ``wide``: the values of a half type's widened
+    window (conv_tiles.pxi), which holds a band's dy rows, so that its bands read at most that
+    many (a row alone at least), and a worker's scratch stays that small, however large the
+    image."""
     wq = -(-W // sw)
     if tiles == 1:  # the tile kernel's taps have C rounded up to a multiple of 16 columns
         C = tile_channels(C)
@@ -193,9 +194,9 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
         kys = [k for k in range(fh) if (py + pad_top - k * dh) % sh == 0]
         hp = len(range(py, H, sh))
         group, spans, own_tap, reads = [], [], [], []
-        for px in range(min(sw, W)):   # oneDNN's gather: only where sw <= W (_onednn_gather)
+        for px in range(min(sw, W)):   # oneDNN's gather: only where sw <= W
             # descending, so that the taps read dy's columns in ascending order: with
-            # consecutive columns the kernel gathers them in one copy (_gather_band)
+            # consecutive columns the kernel gathers them in one copy (conv_gather.pxi)
             kxs = [k for k in reversed(range(fw)) if (px + pad_left - k * dw) % sw == 0]
             wp = wq if dnnl else len(range(px, W, sw))
             # tap (ky, kx) of dx row py + sh j reads dy row j + (py + pad_top - ky dh) / sh
@@ -205,9 +206,9 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 band = (limit // max(1, wp * len(kxs) * OC) - span) if kys else limit
             else:
                 band = limit // max(1, wp * len(kys) * len(kxs) * OC)
-            if short_bands:
-                band = min(band, -(-ONE_IMAGE_BAND_M // max(1, wp)))
-            if tiles and (tiles == 2 or not _kernels.conv_tile_rows_run(wp)):
+            if short_rows:
+                band = min(band, -(-short_rows // max(1, wp)))
+            if tiles and (tiles == 2 or not runs or not _kernels.conv_tile_rows_run(wp)):
                 band = max(1, hp // 8)
                 if wide:
                     # two of a half type's bands and the span of their taps in its window,
@@ -236,8 +237,8 @@ def _gather_geometry(H, W, C, OC, OH, OW, fh, fw, sh, sw, dh, dw, pad_top, pad_l
                 row[6] = band
             for row, (oys, oxs) in zip(group, reads):
                 row[8] = _column_classes(oys, oxs, hp, band, wq, OH, OW, sw, reads_dy)
-        merged.append(dnnl and sw > 1 and all(own_tap) and wq * sw == W and wq == OW
-                      and hp <= OH)
+        merged.append(merge and dnnl and sw > 1 and all(own_tap) and wq * sw == W
+                      and wq == OW and hp <= OH)
         for row, span in zip(group, spans):
             k2 = row[4] * row[5] * OC
             row[7] = offset
@@ -261,7 +262,7 @@ def _aligned_empty(shape, dtype):
     """np.empty(shape, dtype) starting on a 64-byte boundary (NumPy's own arrays start on 16),
     from the output pool (pool.h aligns every block so): the filter's taps, so that the GEMMs'
     and the tile kernel's vector loads of them each lie in one cache line, and a filter of 1
-    MiB or more gets the block its last call's taps freed (docs/performance.md)."""
+    MiB or more gets the block its last call's taps freed."""
     return _memory.empty(shape, dtype)
 
 
@@ -276,22 +277,25 @@ def _filter_taps(filt, tap_rows, ct, nthreads, block=0):
     return (taps if taps.dtype == ct else to_float32(taps, nthreads)).reshape(-1)
 
 
-# The fewest input channels C for which a conv of two or more images takes oneDNN's gather
-# (_onednn_gather); for bfloat16 that oneDNN multiplies in bfloat16 (_gemm_type), whose GEMMs
-# run at twice the float32 rate, fewer: with 9-16 channels its gather beat the channel tile
-
-
-def images_per_band(p):
-    """How many images of a 1x1, stride-1 conv one GEMM takes: the largest divisor k of N with
-    k * OH * OW <= FOLD_PIXELS, leaving at least 4 GEMMs for the threads and within oneDNN's
-    gather's band: oneDNN's matmul of one 7x7 image's 49 rows runs far below one of 98 or 196,
-    and the GEMM of a one-pixel image is all call overhead (docs/performance.md)."""
-    rows = max(1, DNNL_GATHER_VALUES // max(1, p.OW * p.OC))
-    best = 1
-    for k in range(2, min(p.N // 4, FOLD_PIXELS // max(1, p.OH * p.OW)) + 1):
-        if p.N % k == 0 and k * p.OH * p.OW <= FOLD_PIXELS and k * p.OH <= rows:
-            best = k
-    return best
+def fold_images(p, dy, fold_pixels, limit):
+    """(problem, dy): a 1x1, stride-1 conv of small images as the 1x1 conv of N / k images k
+    times as tall, k the largest divisor of N with k * OH * OW <= fold_pixels that leaves at
+    least 4 GEMMs for the threads and k * OH * OW * OC <= ``limit`` values (oneDNN's gather's
+    band); or as it is. oneDNN's matmul of one 7x7 image's 49 rows runs far below one of 98 or
+    196, and the GEMM of a one-pixel image is all call overhead
+    (docs/performance.md#small-images-of-a-1x1-conv)."""
+    if not p.direct:
+        return p, dy
+    rows = max(1, limit // max(1, p.OW * p.OC))
+    k = 1
+    for j in range(2, min(p.N // 4, fold_pixels // max(1, p.OH * p.OW)) + 1):
+        if p.N % j == 0 and j * p.OH * p.OW <= fold_pixels and j * p.OH <= rows:
+            k = j
+    if k == 1:
+        return p, dy
+    p = dataclasses.replace(p, dy=dy.reshape(p.N // k, k * p.OH, p.OW, p.OC), N=p.N // k,
+                            H=k * p.H, OH=k * p.OH)
+    return p, p.dy
 
 
 def tile_channels(c):
