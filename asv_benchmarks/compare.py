@@ -4,7 +4,7 @@
                                      [--warmup 0.1] [--dtypes float32,float16,...] [--peers]
                                      [--json out.json] [--plot out.png] [--markdown]
 
-``--peers`` adds the peer backends (tfcompat.peers: tfjs-cpu, onednn, jax, jax-antialias; torch
+``--peers`` adds the peer backends (conformance.peers: tfjs-cpu, onednn, jax, jax-antialias; torch
 is always timed when installed), each called through its registry kernel_func on the same data,
 and prints their times over ours. An implementation whose first call takes more than
 ``--slow`` seconds (tfjs's JavaScript kernels, whose times include the transfer to Node) is
@@ -210,7 +210,7 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
     meta["gomp_spincount"] = os.environ.get("GOMP_SPINCOUNT")
     meta["others"] = [k for k in I.OTHERS if any(k in r["others_ms"] for r in rows)]
     if "onednn" in meta["others"]:
-        from tfcompat.peers import onednn_peer
+        from conformance.peers import onednn_peer
         meta["onednn"] = f"oneDNN {onednn_peer.library().version}: {onednn_peer.LAST_IMPL}"
     torch = I.torch_module()
     meta["torch"] = getattr(torch, "__version__", None)
@@ -334,7 +334,7 @@ def main(argv=None):
     ap.add_argument("--plot")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     ap.add_argument("--peers", action="store_true",
-                    help="also time the peer backends (tfcompat.peers) on the same data")
+                    help="also time the peer backends (conformance.peers) on the same data")
     ap.add_argument("--slow", type=float, default=0.5,
                     help="an implementation whose first call takes longer is timed apart with "
                          "three runs (default 0.5 s)")
@@ -343,7 +343,7 @@ def main(argv=None):
         print("note: fewer than 7 repeats", file=sys.stderr)
     peers = ()
     if args.peers:
-        from tfcompat import peers as P
+        from conformance import peers as P
         P.register_peers(overwrite=True)
         peers = tuple(b for b in P.PEER_BACKENDS if b != "torch")
     rows, meta = run(args.which, args.repeat, args.threads, args.dtypes.split(","), args.warmup,

@@ -40,12 +40,12 @@ VARIANTS = [
     ("onednn-gather", "merged row phases", dict(merge=False)),
     ("onednn-gather", "rows stored in AVX-512", dict(avx512_rows=False)),
     ("onednn-gather", "streaming stores", dict(stream_bytes=0)),
-    ("onednn-gather", "short bands of one 1x1 image", dict(one_image_rows=0)),
     ("onednn-gather", "1x1 images folded", dict(fold_pixels=0)),
     ("channel-tiles", "runs of narrow rows", dict(runs=False)),
     ("channel-tiles", "groups of columns", dict(filter_bytes=1 << 40)),
     ("channel-tiles", "group taps copied per worker", dict(raw_bytes=0)),
     ("channel-tiles", "streaming stores", dict(stream_bytes=0)),
+    ("lane-tiles", "dx pixels in the lanes", dict(pixel_lanes=False)),
 ]
 
 
@@ -85,13 +85,13 @@ def ab(call_a, call_b, rounds):
     return float(np.median(ta)), float(np.median(tb))
 
 
-def _forced(name, problem, strategies):
+def _forced(name, problem, strategies, as_rows=True):
     from tfcompat.conv.run import run_conv
 
     def call():
         os.environ["TFCOMPAT_CONV_STRATEGY"] = name
         try:
-            run_conv(problem, strategies)
+            run_conv(problem, strategies, as_rows)
         finally:
             del os.environ["TFCOMPAT_CONV_STRATEGY"]
     return call
@@ -111,6 +111,11 @@ def main(argv=None):
     ap.add_argument("--dtypes", default=",".join(DTYPES))
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--problems", default=None,
+                    help="only these problem ids (comma-separated: C1, S5, g012, ...)")
+    ap.add_argument("--variant", default=None, help="only variants whose name contains this")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="A/B each pair this many times (the B/A of each in the table)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     import tfcompat
@@ -125,6 +130,9 @@ def main(argv=None):
           f"{nthreads} threads; {machine.describe()}")
     rows = []
     problems = workload_convs() + special_convs() + random_convs(args.shapes)
+    if args.problems:
+        keep = args.problems.split(",")
+        problems = [pr for pr in problems if pr["id"] in keep]
     if args.what == "strategies":
         print("| problem | dtype | A | B | A ms | B ms | B/A |\n|---|---|---|---|---|---|---|")
     else:
@@ -137,21 +145,33 @@ def main(argv=None):
                 b = runner_up(p, machine, nthreads, a)
                 if b is None:
                     continue
-                ta, tb = ab(_forced(a, p, STRATEGIES), _forced(b, p, STRATEGIES), args.rounds)
-                rows.append(dict(problem=pr["id"], dtype=dtype, a=a, b=b, ta=ta, tb=tb))
-                print(f"| {pr['id']} | {dtype} | {a} | {b} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | "
-                      f"{tb / ta:.2f} |", flush=True)
+                for _ in range(args.repeat):
+                    ta, tb = ab(_forced(a, p, STRATEGIES), _forced(b, p, STRATEGIES),
+                                args.rounds)
+                    rows.append(dict(problem=pr["id"], dtype=dtype, a=a, b=b, ta=ta, tb=tb))
+                    print(f"| {pr['id']} | {dtype} | {a} | {b} | {ta * 1e3:.3f} | "
+                          f"{tb * 1e3:.3f} | {tb / ta:.2f} |", flush=True)
                 continue
+            if p.as_rows() is not None and (not args.variant or "rows" in args.variant):
+                # the rewrite of images one pixel wide, against the same strategy without it
+                for _ in range(args.repeat):
+                    ta, tb = ab(_forced(a, p, STRATEGIES), _forced(a, p, STRATEGIES, False),
+                                args.rounds)
+                    rows.append(dict(problem=pr["id"], dtype=dtype, a=a,
+                                     variant="images one pixel wide as rows", ta=ta, tb=tb))
+                    print(f"| images one pixel wide as rows ({a}) | {pr['id']} | {dtype} | "
+                          f"{ta * 1e3:.3f} | {tb * 1e3:.3f} | {tb / ta:.2f} |", flush=True)
             for name, variant, change in VARIANTS:
-                if name != a:
+                if name != a or (args.variant and args.variant not in f"{a}: {variant}"):
                     continue
                 changed = tuple(dataclasses.replace(s, params=dataclasses.replace(
                     s.params, **change)) if s.name == a else s for s in STRATEGIES)
-                ta, tb = ab(_forced(a, p, STRATEGIES), _forced(a, p, changed), args.rounds)
-                rows.append(dict(problem=pr["id"], dtype=dtype, a=a, variant=f"{a}: {variant}",
-                                 ta=ta, tb=tb))
-                print(f"| {a}: {variant} | {pr['id']} | {dtype} | {ta * 1e3:.3f} | "
-                      f"{tb * 1e3:.3f} | {tb / ta:.2f} |", flush=True)
+                for _ in range(args.repeat):
+                    ta, tb = ab(_forced(a, p, STRATEGIES), _forced(a, p, changed), args.rounds)
+                    rows.append(dict(problem=pr["id"], dtype=dtype, a=a,
+                                     variant=f"{a}: {variant}", ta=ta, tb=tb))
+                    print(f"| {a}: {variant} | {pr['id']} | {dtype} | {ta * 1e3:.3f} | "
+                          f"{tb * 1e3:.3f} | {tb / ta:.2f} |", flush=True)
     print("# BLAS:", blas_line(blas_info()))
     _summary(rows, "a" if args.what == "strategies" else "variant")
     if args.json:

@@ -80,6 +80,10 @@ SPECIAL = [
     ("S6", 1, 7, 7, 512, 512, 3, 1, "SAME"),      # one small image: columns split
     ("S7", 1, 64, 64, 3, 64, 7, 2, "SAME"),       # a stem layer: few channels, one image
     ("S8", 16, 32, 32, 3, 32, 3, 1, "SAME"),      # RGB, 16 images
+    ("S9", 16, 4, 4, 512, 512, 3, 1, "SAME"),     # rows of 4: runs
+    ("S10", 8, 14, 14, 256, 256, 3, 2, "SAME"),   # stride 2 on 14: phase rows of 7, runs
+    ("S11", 8, 4000, 1, 16, 16, (9, 1), 1, "SAME"),   # images one pixel wide: as rows
+    ("S12", 2, 64, 64, 3, 4, 3, 1, "SAME"),       # 4 output channels: dx pixels in the lanes
 ]
 
 
@@ -87,8 +91,9 @@ def special_convs():
     """SPECIAL in the grid's dict form."""
     out = []
     for sid, n, h, w, c, oc, k, s, pad in SPECIAL:
-        dy = conv_out((n, h, w, c), (k, k, c, oc), s, pad)
-        out.append(dict(id=sid, n=n, h=h, w=w, c=c, oc=oc, fh=k, fw=k, s=s, d=1, padding=pad,
+        fh, fw = k if isinstance(k, tuple) else (k, k)
+        dy = conv_out((n, h, w, c), (fh, fw, c, oc), s, pad)
+        out.append(dict(id=sid, n=n, h=h, w=w, c=c, oc=oc, fh=fh, fw=fw, s=s, d=1, padding=pad,
                         pads=None, oh=dy[1], ow=dy[2], fmt="NHWC"))
     return out
 

@@ -37,7 +37,7 @@ def _parser():
     ap.add_argument("--torch-device", default="cuda",
                     help="device of the PyTorch GPU oracle (default cuda)")
     ap.add_argument("--peers", action="store_true",
-                    help="also run the peer backends (tfcompat.peers: tfjs-cpu, onednn, torch, "
+                    help="also run the peer backends (conformance.peers: tfjs-cpu, onednn, torch, "
                          "jax, jax-antialias); a peer that differs from TF is a finding, not a "
                          "failure, unless --strict")
     ap.add_argument("--strict", action="store_true",
@@ -97,7 +97,7 @@ def main(argv=None):
     backends = args.backend or ["cython", "numpy"]
     peers = ()
     if args.peers:
-        from tfcompat import peers as P
+        from conformance import peers as P
         peers = P.register_peers(overwrite=True)
         backends = list(dict.fromkeys(backends + list(peers)))
     for b in backends:
@@ -141,7 +141,7 @@ def main(argv=None):
     nfail = sum(not r["passed"] for r in counted)
     findings = [r for r in records if r["finding"] and r["backend"] not in peers]
     if peers:
-        from tfcompat import peers as P
+        from conformance import peers as P
         from . import matrix as M
         meta["peers_missing"] = {b: w for b, w in P.missing().items() if w}
         rows = M.build(records)

@@ -17,9 +17,11 @@ import ml_dtypes
 import numpy as np
 
 import tfcompat
-from tfcompat import _resample as rs, metric
-from tfcompat.conv import problem as _conv
+from tfcompat import _resample as rs
 from tfcompat.backends import numpy_backend
+from tfcompat.conv import problem as _conv
+
+from . import metric
 
 from .cases import INTERP_T, TF_FLAGS
 
@@ -115,7 +117,7 @@ def problem_of(case, inputs, attrs):
 
 
 def magnitude(case, inputs, attrs):
-    """S of the metric (tfcompat.metric): the same backward applied to |dy| (and |filter|)."""
+    """S of the metric (metric.py): the same backward applied to |dy| (and |filter|)."""
     return metric.magnitude(case.kernel_name, inputs, attrs)
 
 
@@ -277,37 +279,29 @@ def _torch_oracle(torch, F, case, inputs, attrs, device):
                                          stride=case.s, padding=pad, dilation=case.d)
         out = out.cpu().numpy()
         return out.transpose(0, 2, 3, 1) if case.l == "nhwc" else out
+    from .peers.torch_peer import DIFFERS, torch_mode
+    problem = rs.PARSERS[case.kernel_name](inputs, attrs)
+    if problem.layout.axes[0].rule in DIFFERS:
+        raise Unsupported(DIFFERS[problem.layout.axes[0].rule])
+    try:
+        name, align = torch_mode(problem)
+    except tfcompat.UnsupportedError as exc:
+        raise Unsupported(str(exc)) from None
+    x_shape = (case.b, case.c) + case.i
     if case.op in ("rbg", "rnn"):
-        if case.op == "rbg":
-            mode = {"ac": ("bilinear", True), "hp": ("bilinear", False)}.get(case.t)
-        else:
-            mode = {"lg": ("nearest", None), "hp": ("nearest-exact", None)}.get(case.t)
-        if mode is None:
-            raise Unsupported(f"PyTorch has no {case.kernel_name} mode {case.t!r}")
         dy = inputs["dy"].astype(work).transpose(0, 3, 1, 2)
-        x_shape = (case.b, case.c) + case.i
-        res = _torch_resize_grad(torch, F, x_shape, dy, case.o, mode, None, device)
+        res = _torch_resize_grad(torch, F, x_shape, dy, case.o, (name, align), None, device)
         return res.transpose(0, 2, 3, 1)
     if case.op == "interp":
-        t = INTERP_T[case.t]
-        if case.m == "nearest":
-            mode = {"asymmetric": ("nearest", None), "half_pixel": ("nearest-exact", None),
-                    "tf_half_pixel_for_nn": ("nearest-exact", None)}.get(t)
-        else:
-            name = {1: "linear", 2: "bilinear", 3: "trilinear"}[len(case.i)]
-            mode = {"half_pixel": (name, False), "align_corners": (name, True)}.get(t)
-        if mode is None:
-            raise Unsupported(f"PyTorch has no {case.m}/{t}")
         dy = inputs["diff_dst"].astype(work)
         if case.l == "nxc":
             dy = np.moveaxis(dy, -1, 1)
-        res = _torch_resize_grad(torch, F, (case.b, case.c) + case.i, dy, case.o, mode, None, device)
+        res = _torch_resize_grad(torch, F, x_shape, dy, case.o, (name, align), None, device)
         return np.moveaxis(res, 1, -1) if case.l == "nxc" else res
     if case.op == "ortrg":
-        align = case.t == "ac"
         dy = inputs["dY"].astype(work)
-        return _torch_resize_grad(torch, F, (case.b, case.c) + case.i, dy, case.o,
-                                  ("bilinear", align), None if align else (case.sc or None), device)
+        return _torch_resize_grad(torch, F, x_shape, dy, case.o, (name, align),
+                                  None if align else (case.sc or None), device)
     raise Unsupported(case.op)
 
 

@@ -2,7 +2,7 @@
 
 For each device (the CPU, and each GPU oracle), the oracles are tried in order
 (conformance/oracles.py): one that is not available, does not support the case, *is* the
-backend under test, or raises Unsupported is passed over. The metric is tfcompat.metric's.
+backend under test, or raises Unsupported is passed over. The metric is metric.py's.
 Outcomes: ``bitwise`` (the same bits), ``within`` (within tolerance), ``differs``, ``n/a``
 (the backend raised tfcompat.UnsupportedError: it lacks that mode), ``error`` (it raised
 anything else), ``self-check`` (no oracle but the backend itself could judge it). A result that
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tfcompat
-from tfcompat import metric
+from conformance import metric
 
 from . import oracles as O
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tfcompat.metric import CONV_TOL, TOL, resolution_at_zero  # noqa: F401  (re-exported)
+from conformance.metric import CONV_TOL, TOL, resolution_at_zero  # noqa: F401  (re-exported)
 
 f32 = np.float32
 BACKENDS = ("cython", "numpy")
@@ -18,7 +18,7 @@ def tf_or_skip():
 
 
 def assert_close(got, ref, scale, dtype, tol=TOL, what=""):
-    """|got - ref| <= tol[dtype] * scale + tiny, element-wise (tfcompat.metric)."""
+    """|got - ref| <= tol[dtype] * scale + tiny, element-wise (conformance/metric.py)."""
     got = np.asarray(got).astype(np.float64)
     ref = np.asarray(ref).astype(np.float64)
     assert got.shape == ref.shape, (got.shape, ref.shape)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tfcompat
-from tfcompat import metric
+from conformance import metric
 from conformance import __main__ as cli, cases as C, oracles as O, runner
 
 

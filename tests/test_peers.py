@@ -1,4 +1,4 @@
-"""The peer backends (tfcompat/peers): each adapter's attribute mapping on small cases worked
+"""The peer backends (conformance.peers): each adapter's attribute mapping on small cases worked
 out by hand, its unsupported modes, and every finding the conformance matrix reports (the
 peer's own output on a hand-checked case). Tests of a peer skip, with the reason, only where
 that peer is not installed."""
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import tfcompat as T
-from tfcompat import peers as P
-from tfcompat.peers import jax_peer, onednn_peer, tfjs_peer, torch_peer
+from conformance import peers as P
+from conformance.peers import jax_peer, onednn_peer, tfjs_peer, torch_peer
 
 f32, f64 = np.float32, np.float64
 P.register_peers(overwrite=True)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tfcompat as T
-from tfcompat import metric
+from conformance import metric
 from tfcompat import _plans
 from helpers import assert_bitwise, assert_close
 

@@ -1,5 +1,5 @@
 """oneDNN's C API through ctypes: the library, a CPU engine and stream, memory descriptors and
-primitives. Used by the onednn peer (tfcompat/peers/onednn_peer.py) and by the cython
+primitives. Used by the onednn peer (conformance/peers/onednn_peer.py) and by the cython
 backend's conv GEMMs (oneDNN's matmul, where the library is installed:
 ``pip install 'tfcompat[onednn]'``). Only oneDNN's plain C functions are used, with the enum
 values of oneDNN 3.2's headers (include/oneapi/dnnl/dnnl_common_types.h, dnnl_types.h),

@@ -99,8 +99,6 @@ class GatherParams:
     # (docs/performance.md#onednn-gather)
     min_c: int = 24
     native_bf16_min_c: int = 9
-    # one image of a 1x1 conv: bands of GEMMs of this many rows (blas-gather's one_image_rows)
-    one_image_rows: int = 128
     # column classes (dy read in place) and merged row phases (a GEMM per dy row writes a dx
     # row) where they apply (docs/performance.md#onednn-gather)
     classes: bool = True
@@ -156,10 +154,8 @@ def gather_declines(p, m, nthreads, params):
 def run_gather(p, m, nthreads, dy, params):
     gemm = m.gemm_type(p.dtype)
     nhwc = (p.N, p.H, p.W, p.C)
-    one_1x1 = p.direct and p.N == 1
     p, dy = fold_images(p, dy, params.fold_pixels, params.fold_values)
     tables = phase_tables(p, gemm, nthreads, params.band_values, dnnl=True,
-                          short_rows=params.one_image_rows if one_1x1 else 0,
                           classes=params.classes, merge=params.merge)
     plan = plans.new_plan(plans.Kind.CONV_ONEDNN_GATHER, p)
     plan.phases(tables)

@@ -14,10 +14,10 @@ from .strategies import STRATEGIES, ConvChoice, choose, forced_name
 log = logging.getLogger("tfcompat.conv")
 
 
-def _choice(problem, nthreads, strategies=STRATEGIES):
+def _choice(problem, nthreads, strategies=STRATEGIES, as_rows=True):
     """(problem as run, strategy, ConvChoice)."""
     p = problem
-    rows = p.as_rows()
+    rows = p.as_rows() if as_rows else None
     if rows is not None:
         p = rows
     forced = forced_name(strategies)
@@ -37,14 +37,15 @@ def strategy_of(problem, nthreads=None):
     return _choice(problem, kernel_threads() if nthreads is None else nthreads)[2]
 
 
-def run_conv(problem, strategies=STRATEGIES):
+def run_conv(problem, strategies=STRATEGIES, as_rows=True):
     """dx for a validated problem (tfcompat.conv.problem.conv_problem), by the first of
-    ``strategies`` (the list, or a variant of it: asv_benchmarks/conv_ab.py) that takes it."""
+    ``strategies`` (the list, or a variant of it: asv_benchmarks/conv_ab.py) that takes it;
+    images one pixel wide run as one pixel tall but where ``as_rows`` is off (the A/B)."""
     p = problem
     if p.empty:
         return np.zeros(p.out_shape, dtype=p.dtype)
     nthreads = kernel_threads()
-    q, strategy, choice = _choice(p, nthreads, strategies)
+    q, strategy, choice = _choice(p, nthreads, strategies, as_rows)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("conv %s, %d threads: %s", describe(p), nthreads, choice)
     if q.channels_last:

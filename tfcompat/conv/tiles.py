@@ -33,6 +33,7 @@ class LaneTilesParams:
     # sum per dx value, so a half type takes them whatever its products per dx value, with a
     # stride only where the pixels fill the vectors (docs/performance.md#lane-tiles)
     pixel_strided_oc: tuple = (1, 2, 4, 8)
+    pixel_lanes: bool = True
     # from two images on, taps that do not overlap (fh <= sh, fw <= sw: a patch embedding) at
     # strides of sh * sw >= this many pixels keep the col2im, whose one GEMM per image beat
     # this kernel's many stride phases of a few rows each (docs/performance.md#lane-tiles)
@@ -110,8 +111,8 @@ def lanes_declines(p, m, nthreads, params):
                 f"{p.sh}x{p.sw}): the col2im's one GEMM per image is faster")
     if p.dtype in ck.HALF_DTYPES:
         least = min(params.half_work, params.half_work_per_c * p.C)
-        pixels = p.OC <= PIXEL_LANES_MAX_OC and (not strided
-                                                 or p.OC in params.pixel_strided_oc)
+        pixels = (params.pixel_lanes and p.OC <= PIXEL_LANES_MAX_OC
+                  and (not strided or p.OC in params.pixel_strided_oc))
         if p.fh * p.fw * p.OC < least * p.sh * p.sw and not pixels:
             return (f"{p.dtype} with {p.fh * p.fw * p.OC / (p.sh * p.sw):g} products per dx "
                     f"value (fewer than {least})")
@@ -150,7 +151,7 @@ def channels_declines(p, m, nthreads, params):
 
 
 def _run(kind, p, nthreads, dy, params, group_cols=TILE_C, raw=False, stream=False, runs=True,
-         wide=0):
+         wide=0, pixels=True):
     nhwc = (p.N, p.H, p.W, p.C)
     one_1x1 = p.direct and p.N == 1
     p, dy = fold_images(p, dy, params.fold_pixels, params.fold_values)
@@ -160,12 +161,13 @@ def _run(kind, p, nthreads, dy, params, group_cols=TILE_C, raw=False, stream=Fal
                           wide=wide, raw=raw, runs=runs)
     plan = plans.new_plan(kind, p)
     plan.phases(tables)
-    plan.tiles(group_cols, raw, stream, runs, wide)
+    plan.tiles(group_cols, raw, stream, runs, wide, pixels)
     return plans.run(plan, p, dy, plans.threads_for(plan, nthreads)).reshape(nhwc)
 
 
 def run_lanes(p, m, nthreads, dy, params):
-    return _run(plans.Kind.CONV_LANE_TILES, p, nthreads, dy, params)
+    return _run(plans.Kind.CONV_LANE_TILES, p, nthreads, dy, params,
+                pixels=params.pixel_lanes)
 
 
 def run_channels(p, m, nthreads, dy, params):

@@ -162,11 +162,12 @@ cdef class ConvPlan:
         self.ready = True
 
     def tiles(self, Py_ssize_t group_cols, bint raw, bint stream, bint runs,
-              Py_ssize_t wide_values):
+              Py_ssize_t wide_values, bint pixels=True):
         """The tile kernels (kind CONV_CHANNEL_TILES or CONV_LANE_TILES): dx columns per group,
         ``raw`` (workers copy their groups' taps from the filter), ``stream`` (float32 dx
         stored with streaming stores), ``runs`` (narrow rows in runs), the values of a half
-        type's widened window (conv_tiles.pxi)."""
+        type's widened window, ``pixels`` (the lane tiles' dx pixels in the lanes for few
+        output channels; conv_tiles.pxi)."""
         c, t = &self.args.core, &self.args.tile
         cdef bint lanes = self.kind == CONV_LANE_TILES
         TFC_CHECK((lanes or self.kind == CONV_CHANNEL_TILES) and self.tables != ()
@@ -179,6 +180,7 @@ cdef class ConvPlan:
         t.raw = raw and not lanes
         t.stream = stream and not lanes and c.storage == STORE_NATIVE
         t.runs = runs
+        t.pixels = pixels
         c.cols = t.tile_c
         c.group_cols = t.tile_c if lanes else group_cols
         t.rows = <const int32_t*>_data(tap_rows)

@@ -31,7 +31,7 @@ cdef extern from "tiles_lanes.h":
     void oc_rows "tfc_oc_rows"(const void* const* rows, const int32_t* cols,
                                const float* const* b, Py_ssize_t taps, Py_ssize_t OW,
                                Py_ssize_t K, Py_ssize_t C, void* out, Py_ssize_t width,
-                               Py_ssize_t ps, int storage) noexcept nogil
+                               Py_ssize_t ps, int storage, int pixels) noexcept nogil
 
 # Phase rows whose tiles would average 4 pixels or fewer (widths 1-4, 7, 8) go to the channel
 # tiles as runs of up to TILE_RUN_PIXELS pixels (at most TILE_RUN_ROWS rows), where ``runs``:
@@ -62,6 +62,7 @@ cdef struct TileArgs:
     bint raw
     bint stream             # float32 dx stored with streaming stores
     bint runs               # narrow rows go in runs (TILE_RUN_PIXELS)
+    bint pixels             # the lane tiles hold dx pixels in the lanes for OC <= 8
     const int32_t* rows
     Py_ssize_t taps_n       # the taps of all phases: rows' length
 
@@ -256,7 +257,7 @@ cdef void _tile_phase_band(const void* dy, float* work, void* dx, Py_ssize_t n, 
                     taps += 1
         if t.lanes:
             oc_rows(<const void* const*>rows, cols, b, taps, c.OW, c.OC, c.C,
-                    <char*>dx + out * size, width, ps, c.storage)
+                    <char*>dx + out * size, width, ps, c.storage, t.pixels)
         else:
             tile_rows(rows, 1, cols, b, taps, c.OW, c.OC, cb, ce, c.C, zero, a, buf,
                       <char*>dx + out * size, width, ps, rs, store)

@@ -360,12 +360,13 @@ TFC_PX_STORAGE(0) TFC_PX_STORAGE(1) TFC_PX_STORAGE(2)
 static const tfc_px_fn tfc_px_fns[3][5][TFC_OC_MAX_C + 1] = {
     TFC_PX_ROWS(0), TFC_PX_ROWS(1), TFC_PX_ROWS(2)};
 
-/* storage: 0 float32, 1 float16, 2 bfloat16 (conv_core.pxi's STORE_*); K not a multiple of 16 runs
-   the version with a partial last vector (3-5); K <= TFC_PX_MAX_K, tfc_px_row */
+/* storage: 0 float32, 1 float16, 2 bfloat16 (conv_core.pxi's STORE_*); K not a multiple of 16
+   runs the version with a partial last vector (3-5); K <= TFC_PX_MAX_K, with ``pixels``,
+   tfc_px_row (the same sums, in the same order) */
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
-                        Py_ssize_t width, Py_ssize_t ps, int storage) {
-    if (K <= TFC_PX_MAX_K)
+                        Py_ssize_t width, Py_ssize_t ps, int storage, int pixels) {
+    if (pixels && K <= TFC_PX_MAX_K)
         tfc_px_fns[storage][K == 1 ? 1 : K == 2 ? 2 : K == 4 ? 3 : K == 8 ? 4 : 0][C](
             rows, cols, b, taps, OW, out, width, ps, (int)K);
     else
@@ -377,9 +378,9 @@ static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const floa
 
 static void tfc_oc_rows(const void *const *rows, const int32_t *cols, const float *const *b,
                         Py_ssize_t taps, Py_ssize_t OW, Py_ssize_t K, Py_ssize_t C, void *out,
-                        Py_ssize_t width, Py_ssize_t ps, int storage) {
+                        Py_ssize_t width, Py_ssize_t ps, int storage, int pixels) {
     (void)rows; (void)cols; (void)b; (void)taps; (void)OW; (void)K; (void)C; (void)out;
-    (void)width; (void)ps; (void)storage;
+    (void)width; (void)ps; (void)storage; (void)pixels;
 }
 
 #endif

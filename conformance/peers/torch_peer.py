@@ -22,12 +22,13 @@ NCHW tensors) and computed in the grads' dtype; an output whose dtype differs fr
 """
 import numpy as np
 
-from .. import _resample as rs
-from ..conv import problem as _conv
-from .._resample import Rule
-from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
-from ..registry import KernelConfig, UnsupportedError
+from tfcompat import _resample as rs
+from tfcompat.conv import problem as _conv
+from tfcompat._resample import Rule
+from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
+                                   RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKEND = "torch"
 
@@ -48,16 +49,43 @@ def missing():
     return None
 
 
-_LINEAR_ALIGN = {Rule.LINEAR_HALF_PIXEL: False, Rule.LINEAR_ALIGN_CORNERS: True,
-                 Rule.LINEAR_PYTORCH_HALF_PIXEL: False, Rule.LINEAR_ORT_HALF_PIXEL: False,
-                 Rule.LINEAR_ORT_ALIGN_CORNERS: True}
-_NEAREST_OP = {Rule.NEAREST_ASYMMETRIC: "upsample_nearest{d}d_backward",
-               Rule.NEAREST_HALF_PIXEL: "_upsample_nearest_exact{d}d_backward"}
-_LINEAR_OP = {1: "upsample_linear1d_backward", 2: "upsample_bilinear2d_backward",
-              3: "upsample_trilinear3d_backward"}
+# TF's and oneDNN's coordinate rules as PyTorch's interpolate modes, (mode, align_corners),
+# for 1-D ('linear' is 'bilinear' and 'trilinear' in 2-D and 3-D; nearest takes no flag): the
+# one mapping the peer and the PyTorch oracle (conformance/oracles.py) share
+TORCH_MODES = {Rule.LINEAR_HALF_PIXEL: ("linear", False),
+               Rule.LINEAR_ALIGN_CORNERS: ("linear", True),
+               Rule.LINEAR_PYTORCH_HALF_PIXEL: ("linear", False),
+               Rule.LINEAR_ORT_HALF_PIXEL: ("linear", False),
+               Rule.LINEAR_ORT_ALIGN_CORNERS: ("linear", True),
+               Rule.NEAREST_ASYMMETRIC: ("nearest", None),
+               Rule.NEAREST_HALF_PIXEL: ("nearest-exact", None)}
+# where PyTorch's mode is the rule's but for an edge case (its own finding, which the peer
+# shows): the PyTorch oracle, which stands in for TF, does not judge these
+DIFFERS = {Rule.LINEAR_PYTORCH_HALF_PIXEL: "PyTorch's align_corners=False maps an axis resized "
+                                           "to 1 to its centre, pytorch_half_pixel to 0"}
 _NAMES = {Rule.LINEAR_ASYMMETRIC: "TF's legacy (asymmetric) linear mapping",
           Rule.NEAREST_ALIGN_CORNERS: "align_corners for nearest",
           Rule.NEAREST_ALIGN_HALF: "align_corners with half-pixel nearest"}
+_LINEAR_OP = {1: "upsample_linear1d_backward", 2: "upsample_bilinear2d_backward",
+              3: "upsample_trilinear3d_backward"}
+_NEAREST_OP = {"nearest": "upsample_nearest{d}d_backward",
+               "nearest-exact": "_upsample_nearest_exact{d}d_backward"}
+
+
+def torch_mode(problem):
+    """(mode, align_corners) of ``F.interpolate`` for a resampling problem
+    (tfcompat._resample's), its linear mode named for its axes; UnsupportedError where
+    PyTorch has none."""
+    axes = problem.layout.axes
+    rule = axes[0].rule
+    if any(a.rule != rule for a in axes):
+        raise UnsupportedError("PyTorch takes one coordinate mode for all axes")
+    if rule not in TORCH_MODES:
+        raise UnsupportedError(f"PyTorch has no {_NAMES.get(rule, rule.name)}")
+    name, align = TORCH_MODES[rule]
+    if name == "linear":
+        name = {1: "linear", 2: "bilinear", 3: "trilinear"}[len(axes)]
+    return name, align
 
 
 def _tensor(torch, arr):
@@ -82,12 +110,9 @@ def _numpy(torch, t, dtype):
 
 def _resample(problem):
     torch = _torch()
+    name, align = torch_mode(problem)
     axes = problem.layout.axes
     rule = axes[0].rule
-    if any(a.rule != rule for a in axes):
-        raise UnsupportedError("PyTorch takes one coordinate mode for all axes")
-    if rule in _NAMES:
-        raise UnsupportedError(f"PyTorch has no {_NAMES[rule]}")
     dims = len(axes)
     dy = np.asarray(problem.dy)
     if dy.dtype.kind in "iu":
@@ -102,9 +127,9 @@ def _resample(problem):
         scales = [a.ort_scale or None for a in axes]
     if problem.linear:
         op = getattr(torch.ops.aten, _LINEAR_OP[dims])
-        out = op(g, out_size, in_size, _LINEAR_ALIGN[rule], *scales)
+        out = op(g, out_size, in_size, align, *scales)
     else:
-        op = getattr(torch.ops.aten, _NEAREST_OP[rule].format(d=dims))
+        op = getattr(torch.ops.aten, _NEAREST_OP[name].format(d=dims))
         out = op(g, out_size, in_size, *scales)
     if problem.channels_last:
         out = out.movedim(1, -1)

@@ -1,7 +1,7 @@
 """The ``tfjs-cpu`` peer: tfjs's own CPU kernels (@tensorflow/tfjs-core and
 @tensorflow/tfjs-backend-cpu 4.22.0, pure JavaScript), run unmodified under Node.js.
 
-One long-lived Node process (``tfcompat/peers/tfjs/server.js``) serves every call; frames of a
+One long-lived Node process (``conformance/peers/tfjs/server.js``) serves every call; frames of a
 JSON header and raw little-endian buffers go over its stdin and stdout. It is started on the
 first call, reused, restarted after a crash (the call that saw the crash raises a
 RuntimeError naming the exit code and the end of Node's stderr), and ended at exit. A call
@@ -9,10 +9,10 @@ that gets no answer within ``$TFCOMPAT_TFJS_TIMEOUT`` seconds (default 10; every
 conformance grids takes milliseconds) kills the process and raises TimeoutError: some tfjs
 kernels loop forever (docs/peers.md).
 
-Install the pinned packages (``tfcompat/peers/tfjs/package-lock.json``) into a cache
+Install the pinned packages (``conformance/peers/tfjs/package-lock.json``) into a cache
 directory, never into the repository:
 
-    python -m tfcompat.peers.tfjs_peer install
+    python -m conformance.peers.tfjs_peer install
 
 The directory is ``$TFCOMPAT_TFJS_DIR``, or ``~/.cache/tfcompat/tfjs-4.22.0``. Without Node or
 the packages every kernel raises tfcompat.UnsupportedError saying which is missing.
@@ -35,11 +35,11 @@ import time
 
 import numpy as np
 
-from .. import _resample as rs
-from ..conv import problem as _conv
-from ..kernel_names import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR_GRAD,
-                            RESIZE_NEAREST_NEIGHBOR_GRAD)
-from ..registry import KernelConfig, UnsupportedError
+from tfcompat import _resample as rs
+from tfcompat.conv import problem as _conv
+from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKEND = "tfjs-cpu"
 VERSION = "4.22.0"
@@ -55,11 +55,11 @@ def missing():
     """Why this peer cannot run here, or None."""
     if shutil.which("node") is None:
         return ("Node.js (node) is not on PATH: install Node.js 18 or newer, then run "
-                "python -m tfcompat.peers.tfjs_peer install")
+                "python -m conformance.peers.tfjs_peer install")
     mods = os.path.join(install_dir(), "node_modules", "@tensorflow")
     if not all(os.path.isdir(os.path.join(mods, p)) for p in ("tfjs-core", "tfjs-backend-cpu")):
         return (f"the tfjs packages are not installed in {install_dir()}: run "
-                "python -m tfcompat.peers.tfjs_peer install")
+                "python -m conformance.peers.tfjs_peer install")
     return None
 
 
@@ -254,5 +254,5 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["install"]:
         print(f"tfjs {VERSION} installed in {install(None)}")
     else:
-        print("usage: python -m tfcompat.peers.tfjs_peer install", file=sys.stderr)
+        print("usage: python -m conformance.peers.tfjs_peer install", file=sys.stderr)
         sys.exit(2)

@@ -21,12 +21,13 @@ import functools
 
 import numpy as np
 
-from .. import _resample as rs
-from ..conv import problem as _conv
-from .._resample import Rule
-from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
-from ..registry import KernelConfig, UnsupportedError
+from tfcompat import _resample as rs
+from tfcompat.conv import problem as _conv
+from tfcompat._resample import Rule
+from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
+                                   RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKENDS = ("jax", "jax-antialias")
 

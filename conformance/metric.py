@@ -10,10 +10,10 @@ format. Integer results must be equal. The error reported is ``|got - ref| / S``
 import ml_dtypes
 import numpy as np
 
-from . import _resample
-from .conv import problem as _conv
-from .backends import numpy_backend
-from .kernel_names import CONV2D_BACKPROP_INPUT
+from tfcompat import _resample
+from tfcompat.conv import problem as _conv
+from tfcompat.backends import numpy_backend
+from tfcompat.kernel_names import CONV2D_BACKPROP_INPUT
 
 FLOAT16 = np.dtype(np.float16)
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)

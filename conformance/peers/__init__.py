@@ -2,17 +2,18 @@
 ``python -m conformance --peers`` judges them against TensorFlow beside tfcompat's and
 ``python -m asv_benchmarks.compare`` times them beside ours.
 
-=============== ===================================================== =======================
-backend         what runs                                             install
-=============== ===================================================== =======================
-tfjs-cpu        tfjs 4.22.0's CPU kernels under Node.js (runKernel)   python -m tfcompat.peers.tfjs_peer install
-onednn          oneDNN 3.2's resampling and convolution primitives    pip install 'tfcompat[onednn]'
-onednn-graph    oneDNN 3.2's graph API InterpolateBackward op         pip install 'tfcompat[onednn]'
-torch           PyTorch's CPU backward ops                            pip install 'tfcompat[torch]'
-jax             gradients of jax.image.resize (antialias=False) and   pip install 'tfcompat[jax]'
-                lax.conv_general_dilated
-jax-antialias   the same with jax.image.resize's default antialias    pip install 'tfcompat[jax]'
-=============== ===================================================== =======================
+- ``tfjs-cpu``: tfjs 4.22.0's CPU kernels under Node.js (runKernel);
+  ``python -m conformance.peers.tfjs_peer install``
+- ``onednn``: oneDNN 3.2's resampling and convolution primitives; ``pip install
+  'tfcompat[onednn]'``
+- ``onednn-graph``: oneDNN 3.2's graph API InterpolateBackward op; the same
+- ``torch``: PyTorch's CPU backward ops; ``pip install 'tfcompat[torch]'``
+- ``jax``: gradients of jax.image.resize (antialias=False) and lax.conv_general_dilated;
+  ``pip install 'tfcompat[jax]'``
+- ``jax-antialias``: the same with jax.image.resize's default antialias
+
+They live beside the conformance suite, not in the tfcompat package: they are the harness's,
+and register into tfcompat's registry (``register_peers()``) like any user's backend.
 
 Each registers only the kernels its framework has, and raises tfcompat.UnsupportedError for
 an attribute combination, dtype or layout the framework lacks, or when the framework itself
@@ -21,7 +22,7 @@ never change a peer's arithmetic: a peer that differs from TF is a finding. ONNX
 ResizeGrad has no CPU kernel (``onnxruntime-training`` runs it on CUDA or ROCm only), so it is
 no peer here.
 """
-from ..registry import register_kernel
+from tfcompat.registry import register_kernel
 from . import jax_peer, onednn_peer, tfjs_peer, torch_peer
 
 PEER_MODULES = (tfjs_peer, onednn_peer, torch_peer, jax_peer)

@@ -26,17 +26,18 @@ import functools
 
 import numpy as np
 
-from .. import _resample as rs
-from ..conv import problem as _conv
-# (missing: imported as the peer's own availability check, tfcompat/peers/__init__.py)
-from .._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WEIGHTS, BF16,
+from tfcompat import _resample as rs
+from tfcompat.conv import problem as _conv
+# (missing: imported as the peer's own availability check, conformance/peers/__init__.py)
+from tfcompat._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WEIGHTS, BF16,
                      CONVOLUTION_DIRECT, F16, F32, FORWARD_TRAINING, QUERY_DIFF_DST_MD,
                      QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, RESAMPLING_LINEAR, RESAMPLING_NEAREST,
                      Dims, Owner, library, missing, plain_strides, ptr)  # noqa: F401
-from .._resample import Rule
-from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
-from ..registry import KernelConfig, UnsupportedError
+from tfcompat._resample import Rule
+from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
+                                   RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKEND = "onednn"
 

@@ -1,4 +1,4 @@
-// The tfjs-cpu peer's Node process (tfcompat/peers/tfjs_peer.py starts one and reuses it).
+// The tfjs-cpu peer's Node process (conformance/peers/tfjs_peer.py starts one and reuses it).
 //
 // It runs tfjs's own CPU kernels, unmodified, through tf.engine().runKernel. Frames on stdin
 // and stdout, little-endian:
