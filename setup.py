@@ -63,6 +63,12 @@ def _flag(name):
 class ProbingBuildExt(build_ext):
     """build_ext that decides the compiler flags by compiling and running probe programs."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            # the baseline and AVX2 extensions compile side by side (each takes ~50 s)
+            self.parallel = os.cpu_count() or 1
+
     def _runs(self, source, flags, run=True):
         """True when ``source`` compiles and links with ``flags`` (and, with ``run``, exits 0)."""
         tmp = tempfile.mkdtemp(prefix="tfcompat-probe-")
@@ -149,6 +155,6 @@ def _extension(name):
 
 setup(
     ext_modules=cythonize([_extension("tfcompat._kernels"), _extension("tfcompat._kernels_avx2")],
-                          compiler_directives=directives),
+                          compiler_directives=directives, nthreads=os.cpu_count() or 1),
     cmdclass={"build_ext": ProbingBuildExt},
 )

@@ -104,7 +104,8 @@ class GatherParams:
     classes: bool = True
     merge: bool = True
     # dx rows copied or rounded in AVX-512 instructions where the CPU has them, and, into a dx
-    # of stream_bytes or more, with streaming stores (0: never; docs/performance.md#streaming-stores)
+    # of stream_bytes or more, with streaming stores (0: never;
+    # docs/performance.md#streaming-stores)
     avx512_rows: bool = True
     stream_bytes: int = 4 << 20
     # as the col2im's (col2im.Col2imParams)
@@ -183,8 +184,8 @@ def _dnnl_type(dtype):
 def matmul(dy, filt, m, k, n, nthreads):
     """A 1x1, stride-1, unpadded conv: dx [m, n] = dy [m, k] @ filt [n, k]^T by one oneDNN
     matmul in dy's type (float32 accumulation; a half type's dx rounded once) on ``nthreads``
-    threads (docs/performance.md#onednn-matmul). The matmul reads the filter [C, OC] as its transposed
-    b: a transposed copy of a large filter took longer than the matmul."""
+    threads (docs/performance.md#onednn-matmul). The matmul reads the filter [C, OC] as its
+    transposed b: a transposed copy of a large filter took longer than the matmul."""
     from .. import _dnnl as D
     L = D.library()
     t = _dnnl_type(dy.dtype)

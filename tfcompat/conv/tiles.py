@@ -59,12 +59,13 @@ class ChannelTilesParams:
     # docs/performance.md#channel-tiles)
     filter_bytes: int = 1 << 20
     raw_bytes: int = 2 << 20
-    # narrow phase rows (tiles of 4 pixels or fewer) in runs of rows (docs/performance.md#channel-tiles)
+    # narrow phase rows (tiles of 4 pixels or fewer) in runs of rows
+    # (docs/performance.md#channel-tiles)
     runs: bool = True
     # a half type's dy widened a window of at most this many values per worker
     wide_values: int = 1 << 19
-    # a float32 dx of at least this many bytes (C a multiple of 16) stored with streaming
-    # stores (0: never; docs/performance.md#streaming-stores)
+    # a float32 dx of at least this many bytes stored with streaming stores (0: never;
+    # docs/performance.md#streaming-stores)
     stream_bytes: int = 4 << 20
     # a band's rows: an eighth of its phase's where rows go alone; runs of narrow rows in bands
     # as blas-gather's (gather.BlasGatherParams)
