@@ -42,11 +42,11 @@ def dtype_of(name):
 
 
 def tf_module():
+    from conformance._tf import import_tensorflow
     try:
-        import tensorflow as tf
+        return import_tensorflow()
     except ImportError:
         return None
-    return tf
 
 
 def torch_module(threads=None):

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import textwrap
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -48,16 +49,38 @@ def _parser():
     return ap
 
 
-def _progress(k, n, t0, case_id, failed, enabled):
-    if not enabled:
-        return
-    width = 30
-    done = int(width * k / max(n, 1))
-    rate = k / max(time.perf_counter() - t0, 1e-9)
-    eta = (n - k) / rate if rate > 0 else 0
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {k}/{n} failed {failed} "
-                     f"eta {eta:4.0f}s {case_id[:48]:<48}")
-    sys.stderr.flush()
+class _Progress:
+    """A progress line on a terminal (redrawn with \\r), or a line at each tenth in a log
+    (no \\r). The ETA counts from the tenth case on (or a tenth of them, if fewer): the first
+    ones pay for TF's start-up."""
+
+    def __init__(self, n, enabled, stream=sys.stderr):
+        self.n, self.enabled, self.stream = n, enabled, stream
+        self.tty = enabled and stream.isatty()
+        self.mark = None            # (k, time) from which the ETA is measured
+        self.tenth = 0
+
+    def update(self, k, case_id, failed):
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self.mark is None and k >= min(10, max(1, self.n // 10)):
+            self.mark = (k, now)
+        eta = "--"
+        if self.mark is not None and k > self.mark[0]:
+            rate = (k - self.mark[0]) / max(now - self.mark[1], 1e-9)
+            eta = f"{(self.n - k) / rate:.0f}s"
+        if self.tty:
+            width = 30
+            done = int(width * k / max(self.n, 1))
+            self.stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {k}/{self.n} failed "
+                              f"{failed} eta {eta:>5} {case_id[:48]:<48}")
+            if k == self.n:
+                self.stream.write("\n")
+        elif k * 10 // max(self.n, 1) > self.tenth or k == self.n:
+            self.tenth = k * 10 // max(self.n, 1)
+            self.stream.write(f"{k}/{self.n} cases, {failed} failed, eta {eta}\n")
+        self.stream.flush()
 
 
 def _gpu_devices(mode, torch_device):
@@ -74,7 +97,8 @@ def _gpu_devices(mode, torch_device):
         return ([(o.device, [o]) for o in gpu],
                 f"TF lists no GPU; PyTorch {torch_device} gradients are the GPU oracle for the "
                 "modes it shares with TF")
-    return [], "NO GPU FOUND: TF lists no GPU and PyTorch has no CUDA; GPU conformance was NOT run"
+    return [], ("none here (TF lists no GPU and PyTorch has no CUDA), so the GPU oracles did "
+                "not run; the CPU results above are complete")
 
 
 def main(argv=None):
@@ -107,9 +131,7 @@ def main(argv=None):
             return 2
     runner.BITWISE_BACKENDS.update(args.bitwise)
     t0 = time.perf_counter()
-    if O.tf_available():
-        O.tf_module().get_logger().setLevel("ERROR")  # the v1 resize ops are deprecated aliases
-    else:
+    if not O.tf_available():
         print("warning: TensorFlow is not installed; oracles fall back to PyTorch/NumPy "
               "(pip install 'tfcompat[tf]')", file=sys.stderr)
     gpu_devs, gpu_note = _gpu_devices(args.device, args.torch_device)
@@ -119,23 +141,22 @@ def main(argv=None):
     devices = ([] if args.device == "gpu" else [("cpu", O.ORACLES)]) + gpu_devs
     records = []
     failed = 0
-    show = not args.no_progress
+    progress = _Progress(len(cases), not args.no_progress)
     for k, case in enumerate(cases):
-        _progress(k, len(cases), t0, case.id, failed, show)
+        progress.update(k, case.id, failed)
         for r in runner.run_case(case, backends, devices):
             failed += not r.passed and (args.strict or r.backend not in peers
                                         and not r.finding)
             records.append(dataclasses.asdict(r))
-    _progress(len(cases), len(cases), t0, "done", failed, show)
-    if show:
-        sys.stderr.write("\n")
+    progress.update(len(cases), "done", failed)
     elapsed = time.perf_counter() - t0
     meta = R.machine_info()
     meta.update({"grid": args.grid if not args.case else "cases", "shard": args.shard or "1/1",
                  "cases": len(cases), "backends": backends,
                  "devices": [d for d, _ in devices], "seconds": round(elapsed, 1),
                  "gpu_note": gpu_note})
-    print(R.table_text(R.summarize(records)))
+    print(R.table_text(R.summarize(records, peers)))
+    print(textwrap.fill(R.LEGEND, 100))
     counted = [r for r in records
                if args.strict or r["backend"] not in peers and not r["finding"]]
     nfail = sum(not r["passed"] for r in counted)
@@ -149,7 +170,9 @@ def main(argv=None):
         for b, counts in M.summary(rows, backends).items():
             print(f"  {b:14s} " + ", ".join(f"{o} {n}" for o, n in counts.items() if n))
         if args.matrix:
-            print("matrix written to " + ", ".join(M.write(args.matrix, rows, backends, meta)))
+            written, why_not = M.write(args.matrix, rows, backends, meta)
+            print("matrix written to " + ", ".join(written) + (f" ({why_not})" if why_not
+                                                                else ""))
     print(f"\n{len(cases)} cases, {len(records)} results, {nfail} failed"
           + ("" if args.strict or not peers else " (tfcompat's own backends; peers are findings)")
           + ", "
@@ -166,8 +189,10 @@ def main(argv=None):
                   f"{r['norm_err']:.3e} ULP {r['ulp']} {r['note']}")
     if args.json:
         R.write_json(args.json, records, meta)
+        print(f"records written to {args.json}")
     if args.report:
-        R.write_markdown(args.report, records, meta)
+        R.write_markdown(args.report, records, meta, peers)
+        print(f"report written to {args.report}")
     return 1 if nfail else 0
 
 

@@ -4,17 +4,27 @@ A cell is ``bitwise`` (every judged case gave the oracle's bits), ``within`` (wi
 the worst |err|/S), ``differs`` (the worst |err|/S, the first differing case id, and a one-line
 cause where a known one applies), ``n/a`` (the backend lacks the mode: its reason), ``error``
 (it raised something else) or ``self-check`` (only the backend itself could judge it).
-Written as markdown, JSON and a PNG heat map (rows kernel x mode, dtypes folded, coloured by
-the worst outcome).
+Written as markdown, JSON and a PNG heat map (rows kernel x mode, dtypes, layouts and ranks
+folded, coloured by the worst outcome in a palette that colour-blind readers tell apart, each
+cell labelled).
 """
 import json
+import re
 from collections import OrderedDict
 
 from . import cases as C
+from .report import md_row
 
 ORDER = ("error", "differs", "within", "bitwise", "self-check", "n/a")
-COLOURS = {"bitwise": "#1a9850", "within": "#91cf60", "differs": "#d73027",
-           "error": "#7f0000", "n/a": "#d9d9d9", "self-check": "#fee08b"}
+# Okabe and Ito's palette (distinct under the common colour blindnesses), and each cell's label
+COLOURS = {"bitwise": "#0072B2", "within": "#56B4E9", "differs": "#E69F00",
+           "error": "#D55E00", "n/a": "#E0E0E0", "self-check": "#F0E442"}
+LABELS = {"bitwise": "bits", "within": "tol", "differs": "differs", "error": "error",
+          "n/a": "n/a", "self-check": "self"}
+# the PNG's text, in points: at least 9, and the image at most 1,400 pixels tall, so that it
+# reads at 100 % on a screen
+FONT_PT = 9
+MAX_HEIGHT_PX = 1400
 _FLAGS = {"lg": "legacy", "ac": "align_corners", "hp": "half_pixel", "achp": "align+half"}
 
 
@@ -126,12 +136,11 @@ def markdown(rows, backends, meta=None):
               "TensorFlow (or the next oracle: docs/semantics.md §9). within: the worst "
               "|err|/S; differs: the worst |err|/S, how many cases, the first, and a known "
               "cause.", ""]
-    lines.append("| kernel | mode | dtype | " + " | ".join(backends) + " |")
+    lines.append(md_row(["kernel", "mode", "dtype"] + list(backends)))
     lines.append("|---|---|---|" + "---|" * len(backends))
     for (kernel, mode, dtype), cells in rows.items():
-        lines.append(f"| {kernel} | {mode} | {dtype} | "
-                     + " | ".join(_text(cells[b]) if b in cells else "-" for b in backends)
-                     + " |")
+        lines.append(md_row([kernel, mode, dtype] + [_text(cells[b]) if b in cells else "-"
+                                                     for b in backends]))
     return "\n".join(lines) + "\n"
 
 
@@ -146,7 +155,8 @@ def summary(rows, backends):
 
 
 def write(path, rows, backends, meta):
-    """``path``.md, .json and .png (the PNG needs matplotlib)."""
+    """Writes ``path``.md, .json and .png; returns (the files written, why the PNG was not:
+    None or a sentence)."""
     import os
     base = path[:-3] if path.endswith(".md") else path
     os.makedirs(os.path.dirname(os.path.abspath(base)), exist_ok=True)
@@ -156,38 +166,63 @@ def write(path, rows, backends, meta):
         json.dump({"meta": meta, "backends": list(backends),
                    "rows": [{"kernel": k, "mode": m, "dtype": d, "cells": cells}
                             for (k, m, d), cells in rows.items()]}, f, indent=1, default=str)
-    return [base + ".md", base + ".json"] + ([base + ".png"] if heatmap(rows, backends,
-                                                                      base + ".png") else [])
-
-
-def heatmap(rows, backends, path):
+    written = [base + ".md", base + ".json"]
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.colors import ListedColormap
-        from matplotlib.patches import Patch
+        heatmap(rows, backends, base + ".png")
     except ImportError:
-        return False
+        return written, ("no PNG: matplotlib is not installed (it comes with the peers extra: "
+                         "pip install -e '.[peers]')")
+    return written + [base + ".png"], None
+
+
+_FOLDED = re.compile(r"\s*\b(NHWC|NCHW|NXC|NCX|[123]-D)\b")
+
+
+def folded_rows(rows, backends):
+    """The heat map's rows: (kernel, mode without its layout and rank) -> {backend: the worst
+    outcome over the rows folded into it (dtypes, layouts, ranks)}."""
     folded = OrderedDict()
     for (kernel, mode, _), cells in rows.items():
-        slot = folded.setdefault((kernel, mode), {})
+        slot = folded.setdefault((kernel, _FOLDED.sub("", mode).strip()), {})
         for b, cell in cells.items():
             old = slot.get(b)
             if old is None or ORDER.index(cell["outcome"]) < ORDER.index(old):
                 slot[b] = cell["outcome"]
-    labels = [f"{k}  {m}" for k, m in folded]
-    grid = [[ORDER.index(folded[key].get(b, "n/a")) for b in backends] for key in folded]
-    fig, ax = plt.subplots(figsize=(2.2 + 1.0 * len(backends), 1.5 + 0.16 * len(labels)))
+    return OrderedDict((k, {b: v.get(b, "n/a") for b in backends}) for k, v in folded.items())
+
+
+def heatmap(rows, backends, path):
+    """The PNG; ImportError without matplotlib. Returns its size in pixels, its row labels and
+    the smallest font size it uses (points)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+    folded = folded_rows(rows, backends)
+    labels = [f"{k}: {m}" for k, m in folded]
+    grid = [[ORDER.index(folded[key][b]) for b in backends] for key in folded]
+    dpi, row_in = 100, 0.3
+    height = min(MAX_HEIGHT_PX / dpi, 2.6 + row_in * len(labels))
+    fig, ax = plt.subplots(figsize=(4.8 + 0.95 * len(backends), height), dpi=dpi)
     ax.imshow(grid, aspect="auto", interpolation="nearest",
               cmap=ListedColormap([COLOURS[o] for o in ORDER]), vmin=-0.5,
               vmax=len(ORDER) - 0.5)
-    ax.set_xticks(range(len(backends)), backends, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(labels)), labels, fontsize=5)
-    ax.legend(handles=[Patch(color=COLOURS[o], label=o) for o in ORDER], fontsize=7,
-              loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title("backward kernels vs TensorFlow (worst outcome over dtypes)", fontsize=9)
+    for y, key in enumerate(folded):
+        for x, b in enumerate(backends):
+            outcome = folded[key][b]
+            dark = outcome in ("bitwise", "error")
+            ax.text(x, y, LABELS[outcome], ha="center", va="center", fontsize=FONT_PT,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(len(backends)), backends, rotation=30, ha="right", fontsize=FONT_PT)
+    ax.set_yticks(range(len(labels)), labels, fontsize=FONT_PT)
+    ax.legend(handles=[Patch(color=COLOURS[o], label=f"{o} ({LABELS[o]})") for o in ORDER],
+              fontsize=FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("backward kernels against TensorFlow (worst outcome over dtypes and layouts)",
+                 fontsize=FONT_PT + 1)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
+    size = fig.get_size_inches() * dpi
     plt.close(fig)
-    return True
+    return {"width_px": int(round(size[0])), "height_px": int(round(size[1])),
+            "rows": labels, "min_font_pt": FONT_PT}

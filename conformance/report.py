@@ -8,10 +8,11 @@ from collections import OrderedDict
 import numpy as np
 
 
-def summarize(records):
-    """Rows of (kernel, backend, dtype, device, cases, passed, failed, findings, n/a or
+def summarize(records, peers=()):
+    """Rows of (kernel, backend, dtype, device, cases, passed, failed, differs, findings, n/a or
     self-check, worst norm err, worst ULP); a finding (a difference from an oracle that stands
-    in for TF) is not a failure."""
+    in for TF) is not a failure, nor is a peer's difference (its ``differs``; its ``failed``
+    is None)."""
     groups = OrderedDict()
     for r in sorted(records, key=lambda r: (r["kernel"], r["backend"], r["dtype"], r["device"])):
         key = (r["kernel"], r["backend"], r["dtype"], r["device"])
@@ -25,19 +26,34 @@ def summarize(records):
             g["worst"] = max(g["worst"], r["norm_err"])
         if r["ulp"] is not None:
             g["ulp"] = max(g["ulp"] or 0, r["ulp"])
-    return [(k[0], k[1], k[2], k[3], g["cases"], g["passed"],
-             g["cases"] - g["passed"] - g["findings"], g["findings"], g["unjudged"], g["worst"],
-             g["ulp"]) for k, g in groups.items()]
+    out = []
+    for k, g in groups.items():
+        bad = g["cases"] - g["passed"] - g["findings"]
+        peer = k[1] in peers
+        out.append((k[0], k[1], k[2], k[3], g["cases"], g["passed"], None if peer else bad,
+                    bad if peer else None, g["findings"], g["unjudged"], g["worst"], g["ulp"]))
+    return out
 
 
-HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed", "findings",
-          "n/a or self-check", "worst |err|/S", "worst ULP")
+HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed", "differs",
+          "findings", "n/a or self-check", "worst |err|/S", "worst ULP")
+
+# what the table's columns mean, printed under it
+LEGEND = ("failed: tfcompat's own backends out of tolerance (or not bit for bit where TF's bits "
+          "are required); differs: a peer framework's results that differ from TF (findings "
+          "about that framework, not failures). worst |err|/S: the largest error over S, the "
+          "same backward applied to |dy| (the metric, docs/semantics.md §9); inf: an infinite "
+          "or NaN result where TF's is finite, or the wrong shape. worst ULP: the largest "
+          "distance from TF's float result in units in the last place; where sums cancel near "
+          "zero it is large though the error is tiny against S (the float64 numpy reference "
+          "rounds once where TF's float32 sums round at every add).")
 
 
 def _fmt_row(row):
-    k, b, d, dev, n, p, f, fi, u_, w, u = row
-    return (k, b, d, dev, str(n), str(p), str(f), str(fi), str(u_),
-            f"{w:.2e}" if math.isfinite(w) else "inf", "-" if u is None else str(u))
+    k, b, d, dev, n, p, f, df, fi, u_, w, u = row
+    dash = lambda v: "-" if v is None else str(v)   # noqa: E731
+    return (k, b, d, dev, str(n), str(p), dash(f), dash(df), str(fi), str(u_),
+            f"{w:.2e}" if math.isfinite(w) else "inf", dash(u))
 
 
 def table_text(rows):
@@ -48,10 +64,18 @@ def table_text(rows):
     return "\n".join(lines)
 
 
+def md_cell(text):
+    """A markdown table cell: a literal '|' escaped, so that it does not end the cell (GFM)."""
+    return str(text).replace("|", "\\|")
+
+
+def md_row(cells):
+    return "| " + " | ".join(md_cell(c) for c in cells) + " |"
+
+
 def table_markdown(rows):
-    cells = [_fmt_row(r) for r in rows]
-    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    out += ["| " + " | ".join(c) + " |" for c in cells]
+    out = [md_row(HEADER), "|" + "---|" * len(HEADER)]
+    out += [md_row(_fmt_row(r)) for r in rows]
     return "\n".join(out)
 
 
@@ -83,13 +107,14 @@ def write_json(path, records, meta):
         json.dump({"meta": meta, "records": records}, f, indent=1, default=float)
 
 
-def write_markdown(path, records, meta):
-    rows = summarize(records)
+def write_markdown(path, records, meta, peers=()):
+    rows = summarize(records, peers)
     failing = [r for r in records if not r["passed"] and not r.get("finding")]
     findings = [r for r in records if not r["passed"] and r.get("finding")]
     lines = ["# tfcompat conformance report", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "gpu_note"]
-    lines += ["", f"**GPU:** {meta.get('gpu_note', '')}", "", "## Summary", "", table_markdown(rows), ""]
+    lines += ["", f"**GPU:** {meta.get('gpu_note', '')}", "", "## Summary", "", table_markdown(rows),
+              "", LEGEND, ""]
     lines += [f"{len(records)} results, {len(failing)} failing"
               + (f", {len(findings)} findings." if findings else "."), ""]
     for title, group in (("Failing cases", failing),

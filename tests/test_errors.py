@@ -39,30 +39,30 @@ def ort(dy=np.ones((1, 2, 4, 4), f32), x=np.zeros((1, 2, 2, 2), f32), **kw):
 CASES = [
     # ResizeBilinearGrad
     ("bil both flags", bil(align_corners=True, half_pixel_centers=True), ValueError, "align_corners must be False"),
-    ("bil rank", bil(grads=np.ones((4, 4, 2), f32)), ValueError, r"dy: got shape \(4, 4, 2\)"),
-    ("bil image rank", bil(original_image=np.zeros((2, 2, 2), f32)), ValueError, "images: got shape"),
+    ("bil rank", bil(grads=np.ones((4, 4, 2), f32)), ValueError, r"grads: got shape \(4, 4, 2\)"),
+    ("bil image rank", bil(original_image=np.zeros((2, 2, 2), f32)), ValueError, "original_image: got shape"),
     ("bil batch", bil(original_image=np.zeros((3, 2, 2, 2), f32)), ValueError, "batch 1"),
     ("bil channels", bil(original_image=np.zeros((1, 2, 2, 5), f32)), ValueError, "channels"),
-    ("bil dy dtype", bil(grads=np.ones((1, 4, 4, 2), np.float16)), TypeError, "dy: got dtype float16"),
-    ("bil int dy", bil(grads=np.ones((1, 4, 4, 2), np.int32)), TypeError, "dy: got dtype int32"),
-    ("bil image dtype", bil(original_image=np.zeros((1, 2, 2, 2), np.int32)), TypeError, "images: got dtype int32"),
-    ("bil flag type", bil(align_corners="yes"), TypeError, "alignCorners: got 'yes'"),
+    ("bil dy dtype", bil(grads=np.ones((1, 4, 4, 2), np.float16)), TypeError, "grads: got dtype float16"),
+    ("bil int dy", bil(grads=np.ones((1, 4, 4, 2), np.int32)), TypeError, "grads: got dtype int32"),
+    ("bil image dtype", bil(original_image=np.zeros((1, 2, 2, 2), np.int32)), TypeError, "original_image: got dtype int32"),
+    ("bil flag type", bil(align_corners="yes"), TypeError, "align_corners: got 'yes'"),
     ("bil zero size", bil(original_image=np.zeros((1, 0, 2, 2), f32)), ValueError, "spatial dimension 0 is 0"),
-    ("bil object", bil(grads=np.array([[None]], dtype=object)), TypeError, "dy: got dtype object"),
-    ("bil string", bil(grads="abc"), TypeError, "dy: got dtype <U3"),
-    ("bil None", bil(grads=None), TypeError, "dy: got None"),
-    ("bil ragged", bil(grads=[[1.0], [1.0, 2.0]]), TypeError, "dy: could not convert"),
+    ("bil object", bil(grads=np.array([[None]], dtype=object)), TypeError, "grads: got dtype object"),
+    ("bil string", bil(grads="abc"), TypeError, "grads: got dtype <U3"),
+    ("bil None", bil(grads=None), TypeError, "grads: got None"),
+    ("bil ragged", bil(grads=[[1.0], [1.0, 2.0]]), TypeError, "grads: could not convert"),
     # ResizeNearestNeighborGrad
     ("nn size len", nn(size=(2, 2, 2)), ValueError, r"size: got \[2, 2, 2\]"),
     ("nn size neg", nn(size=(-2, 2)), ValueError, "size: got"),
     ("nn size zero", nn(size=(0, 2)), ValueError, "spatial dimension 0 is 0"),
     ("nn size float", nn(size=(2.5, 2)), TypeError, r"size\[0\]: got 2.5"),
-    ("nn dtype", nn(grads=np.ones((1, 4, 4, 2), np.int64)), TypeError, "dy: got dtype int64"),
-    ("nn bool", nn(grads=np.ones((1, 4, 4, 2), bool)), TypeError, "dy: got dtype bool"),
+    ("nn dtype", nn(grads=np.ones((1, 4, 4, 2), np.int64)), TypeError, "grads: got dtype int64"),
+    ("nn bool", nn(grads=np.ones((1, 4, 4, 2), bool)), TypeError, "grads: got dtype bool"),
     ("nn rank", nn(grads=np.ones((4, 4), f32)), ValueError, "grads: got shape"),
     # Conv2DBackpropInput
     ("conv mismatch", conv(input_sizes=(1, 6, 6, 2)), ValueError, "actual = 3, computed = 4"),
-    ("conv batch", conv(input_sizes=(2, 5, 5, 2)), ValueError, "dy: batch 1"),
+    ("conv batch", conv(input_sizes=(2, 5, 5, 2)), ValueError, "out_backprop: batch 1"),
     ("conv out ch", conv(filter=np.ones((3, 3, 2, 5), f32)), ValueError, "out_channels 5"),
     ("conv in ch", conv(input_sizes=(1, 5, 5, 3)), ValueError, "in_channels 2"),
     ("conv grouped", conv(input_sizes=(1, 5, 5, 4)), ValueError, "grouped convolution is not supported"),
@@ -77,10 +77,10 @@ CASES = [
     ("conv explicit with VALID", conv(explicit_paddings=[0] * 8), ValueError, "unless padding is 'EXPLICIT'"),
     ("conv format", conv(data_format="NWHC"), ValueError, "data_format: got 'NWHC'"),
     ("conv dtype mix", conv(filter=np.ones((3, 3, 2, 4), np.float64)), TypeError, "filter: got dtype float64"),
-    ("conv int", conv(filter=np.ones((3, 3, 2, 4), np.int32), out_backprop=np.ones((1, 3, 3, 4), np.int32)), TypeError, "dy: got dtype int32"),
+    ("conv int", conv(filter=np.ones((3, 3, 2, 4), np.int32), out_backprop=np.ones((1, 3, 3, 4), np.int32)), TypeError, "out_backprop: got dtype int32"),
     ("conv filter rank", conv(filter=np.ones((3, 2, 4), f32)), ValueError, "filter: got shape"),
     ("conv sizes len", conv(input_sizes=(5, 5, 2)), ValueError, "input_sizes: got"),
-    ("conv sizes neg", conv(input_sizes=(1, -5, 5, 2)), ValueError, "inputShape: got"),
+    ("conv sizes neg", conv(input_sizes=(1, -5, 5, 2)), ValueError, "input_sizes: got"),
     ("conv too small", conv(input_sizes=(1, 1, 5, 2)), ValueError, "smaller than the dilated filter"),
     # InterpolateBackward
     ("interp mode", interp(mode="cubic"), ValueError, "mode: got 'cubic'"),
@@ -102,9 +102,9 @@ CASES = [
     ("ort scales NC", ort(scales=[2, 1, 2, 2]), ValueError, "1.0 for N and C"),
     ("ort scales len", ort(scales=[2, 2]), ValueError, "scales: got"),
     ("ort scales mismatch", ort(scales=[1, 1, 3, 3]), ValueError, "floor"),
-    ("ort dtype", ort(dy=np.ones((1, 2, 4, 4), np.int8)), TypeError, "dY: got dtype int8"),
-    ("ort dtype mix", ort(x=np.zeros((1, 2, 2, 2), np.float64)), TypeError, "X: got dtype float64"),
-    ("ort rank", ort(dy=np.ones((2, 4, 4), f32)), ValueError, "dY: got shape"),
+    ("ort dtype", ort(dy=np.ones((1, 2, 4, 4), np.int8)), TypeError, "dy: got dtype int8"),
+    ("ort dtype mix", ort(x=np.zeros((1, 2, 2, 2), np.float64)), TypeError, "x: got dtype float64"),
+    ("ort rank", ort(dy=np.ones((2, 4, 4), f32)), ValueError, "dy: got shape"),
 ]
 
 
@@ -113,6 +113,34 @@ CASES = [
 def test_error(name, call, exc, match, backend):
     with pytest.raises(exc, match=match):
         call(backend)
+
+
+def test_the_functional_api_names_its_own_arguments():
+    """The functional API's errors name its arguments (tf.raw_ops's); the registry's keep
+    tfjs's names for the same mistakes."""
+    cases = [
+        (bil(grads=np.ones((1, 4, 4, 2), np.int64)), TypeError, "grads: got dtype int64",
+         "dy: got dtype int64", {"dy": np.ones((1, 4, 4, 2), np.int64), "images": IMG}, {}),
+        (bil(original_image=np.zeros((1, 2, 2, 3), f32)), ValueError,
+         "grads: 2 channels .* do not match original_image's 3", "dy: 2 channels .* do not "
+         "match images's 3", {"dy": DY, "images": np.zeros((1, 2, 2, 3), f32)}, {}),
+        (bil(align_corners=True, half_pixel_centers=True), ValueError,
+         "align_corners: got True together with half_pixel_centers=True",
+         "alignCorners: got True together with halfPixelCenters=True", {"dy": DY, "images": IMG},
+         {"alignCorners": True, "halfPixelCenters": True}),
+    ]
+    k = T.get_kernel("ResizeBilinearGrad", "cython").kernel_func
+    for call, exc, functional, registry, inputs, attrs in cases:
+        with pytest.raises(exc, match=functional):
+            call(None)
+        with pytest.raises(exc, match=registry):
+            k(inputs, attrs)
+    with pytest.raises(ValueError, match="filter: in_channels 4 .* does not match "
+                       "input_sizes's 2 channels"):
+        conv(filter=np.ones((3, 3, 4, 4), f32))(None)
+    c = T.get_kernel("Conv2DBackpropInput", "cython").kernel_func
+    with pytest.raises(ValueError, match="does not match inputShape's 2 channels"):
+        c({"dy": CONV_DY, "filter": np.ones((3, 3, 4, 4), f32)}, {"inputShape": [1, 5, 5, 2]})
 
 
 def test_registry_attrs_errors():

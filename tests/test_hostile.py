@@ -229,9 +229,9 @@ def test_valid_hostile_layouts_compute_the_same(tmp_path):
 def test_huge_requests_fail_cleanly():
     dy = np.ones((1, 2, 2, 64), np.float32)
     for size in ([100000, 100000], [2 ** 31, 1], [2 ** 40, 2 ** 40]):
-        with pytest.raises((MemoryError, ValueError), match="images"):
+        with pytest.raises((MemoryError, ValueError), match="size"):
             T.resize_nearest_neighbor_grad(dy, size)
-    with pytest.raises((MemoryError, ValueError), match="inputShape"):
+    with pytest.raises((MemoryError, ValueError), match="input_sizes"):
         T.conv2d_backprop_input([1, 200000, 200000, 64], np.ones((1, 1, 64, 64), np.float32),
                                 np.broadcast_to(np.float32(0), (1, 200000, 200000, 64)),
                                 strides=[1, 1, 1, 1], padding="VALID")
@@ -305,7 +305,8 @@ def test_conv_extents_beyond_int32_are_refused():
         T.conv2d_backprop_input([1, 4, 4, 2], w, np.ones((1, 4, 4, 2), np.float32),
                                 strides=[1, 1, 1, 1], padding="SAME",
                                 dilations=[1, 2 ** 30, 1, 1])
-    with pytest.raises(ValueError, match="pad: .* expected values at most 2147483647"):
+    with pytest.raises(ValueError, match="explicit_paddings: .* expected values at most "
+                       "2147483647"):
         T.conv2d_backprop_input([1, 4, 4, 2], w, dy, strides=[1, 2 ** 31 - 1, 1, 1],
                                 padding="EXPLICIT",
                                 explicit_paddings=[0, 0, 2 ** 31, 2 ** 31, 0, 0, 0, 0])

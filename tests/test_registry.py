@@ -37,6 +37,16 @@ def test_missing_kernel_error_lists_what_is_registered():
         tfcompat.get_kernel("NoSuchKernel", "cython")
 
 
+def test_swapped_names_get_a_hint():
+    """The kernel's name comes first; given the other way round, the error says so."""
+    with pytest.raises(KeyError, match=r"did you mean get_kernel\('ResizeBilinearGrad', "
+                       r"'cython'\)\?"):
+        tfcompat.get_kernel("cython", "ResizeBilinearGrad")
+    with pytest.raises(KeyError) as e:
+        tfcompat.get_kernel("ResizeBilinearGrad", "nope")
+    assert "did you mean" not in str(e.value)
+
+
 def test_duplicate_registration_raises_unless_overwrite():
     f = lambda inputs, attrs: np.zeros(1)  # noqa: E731
     cfg = KernelConfig("MyKernel", "my_backend_with_underscores", f)

@@ -3,6 +3,7 @@
 Each function maps its arguments onto the registry's tfjs-style ``inputs``/``attrs`` and calls
 the kernel of the chosen backend, so a backend registered by a user works here too.
 """
+import re
 
 import numpy as np
 
@@ -14,11 +15,36 @@ from . import registry
 from .registry import get_kernel
 
 
+# The registry's input and attribute names (tfjs's) as each function's own, for its errors
+_NAMES = {
+    RESIZE_BILINEAR_GRAD: {"dy": "grads", "images": "original_image",
+                           "alignCorners": "align_corners",
+                           "halfPixelCenters": "half_pixel_centers"},
+    RESIZE_NEAREST_NEIGHBOR_GRAD: {"dy": "grads", "images": "size",
+                                   "alignCorners": "align_corners",
+                                   "halfPixelCenters": "half_pixel_centers"},
+    CONV2D_BACKPROP_INPUT: {"dy": "out_backprop", "inputShape": "input_sizes",
+                            "dataFormat": "data_format", "pad": "explicit_paddings"},
+    RESIZE_GRAD: {"dY": "dy", "X": "x"},
+}
+_PATTERNS = {k: re.compile(r"(?<![\w.'\"])(" + "|".join(map(re.escape, v)) + r")(?![\w])")
+             for k, v in _NAMES.items()}
+
+
 def _run(kernel_name, backend, inputs, attrs):
     config = registry._registry.get((backend or registry._default_backend, kernel_name))
     if config is None:
         config = get_kernel(kernel_name, backend)  # raises, naming what is registered
-    return config.kernel_func(inputs, attrs)
+    try:
+        return config.kernel_func(inputs, attrs)
+    except (ValueError, TypeError) as exc:
+        if type(exc) not in (ValueError, TypeError) or kernel_name not in _NAMES:
+            raise
+        names = _NAMES[kernel_name]
+        message = _PATTERNS[kernel_name].sub(lambda m: names[m.group(1)], str(exc))
+        if message == str(exc):
+            raise
+        raise type(exc)(message) from None
 
 
 def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pixel_centers=False,
@@ -71,7 +97,7 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
         raise ValueError(f"size: got {list(size)}; spatial dimension {size.index(min(size))} is "
                          f"{min(size)}, expected >= 1")
     shape = (grads.shape[0], size[0], size[1], grads.shape[3])
-    ck.check_size(shape, "images", max(grads.dtype.itemsize, 4))
+    ck.check_size(shape, "size", max(grads.dtype.itemsize, 4))
     return _run(RESIZE_NEAREST_NEIGHBOR_GRAD, backend,
                 {"dy": grads, "images": _shape_only(shape, grads.dtype)},
                 {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers})

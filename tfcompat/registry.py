@@ -81,10 +81,14 @@ def get_kernel(kernel_name: str, backend_name: str | None = None) -> KernelConfi
     except KeyError:
         have_backends = sorted(b for b, k in _registry if k == kernel_name)
         have_kernels = sorted(k for b, k in _registry if b == backend_name)
+        swapped = ""
+        if (kernel_name, backend_name) in _registry:
+            swapped = (f"; did you mean get_kernel({backend_name!r}, {kernel_name!r})? (the "
+                       "kernel's name comes first)")
         raise KeyError(
             f"kernel {kernel_name!r} is not registered for backend {backend_name!r}; "
             f"backends with {kernel_name!r}: {have_backends or 'none'}; "
-            f"kernels of {backend_name!r}: {have_kernels or 'none'}") from None
+            f"kernels of {backend_name!r}: {have_kernels or 'none'}{swapped}") from None
 
 
 def get_kernels_for_backend(backend_name: str) -> list[KernelConfig]:

@@ -22,28 +22,34 @@ never change a peer's arithmetic: a peer that differs from TF is a finding. ONNX
 ResizeGrad has no CPU kernel (``onnxruntime-training`` runs it on CUDA or ROCm only), so it is
 no peer here.
 """
-from tfcompat.registry import register_kernel
-from . import jax_peer, onednn_peer, tfjs_peer, torch_peer
+import importlib
 
-PEER_MODULES = (tfjs_peer, onednn_peer, torch_peer, jax_peer)
+from tfcompat.registry import register_kernel
+
 PEER_BACKENDS = ("tfjs-cpu", "onednn", "onednn-graph", "torch", "jax", "jax-antialias")
+
+
+def _peer(name):
+    # imported when asked for, not with this package: ``python -m
+    # conformance.peers.tfjs_peer install`` then runs a module nothing imported yet
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def register_peers(overwrite=False):
     """Register every peer backend's kernels (no framework is imported until a kernel runs).
     Returns the backend names."""
-    for module in PEER_MODULES:
-        for config in module.KERNEL_CONFIGS:
+    for name in ("tfjs_peer", "onednn_peer", "torch_peer", "jax_peer"):
+        for config in _peer(name).KERNEL_CONFIGS:
             register_kernel(config, overwrite=overwrite)
-    for config in onednn_peer.GRAPH_KERNEL_CONFIGS:
+    for config in _peer("onednn_peer").GRAPH_KERNEL_CONFIGS:
         register_kernel(config, overwrite=overwrite)
     return PEER_BACKENDS
 
 
 def missing():
     """{backend: why it cannot run here, or None}."""
-    why = {"tfjs-cpu": tfjs_peer.missing(), "onednn": onednn_peer.missing(),
-           "torch": torch_peer.missing(), "jax": jax_peer.missing()}
+    why = {"tfjs-cpu": _peer("tfjs_peer").missing(), "onednn": _peer("onednn_peer").missing(),
+           "torch": _peer("torch_peer").missing(), "jax": _peer("jax_peer").missing()}
     why["jax-antialias"] = why["jax"]
     why["onednn-graph"] = why["onednn"]
     return why
