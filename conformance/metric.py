@@ -69,7 +69,8 @@ class Comparison:
 def compare(got, ref, scale, dtype, conv=False, out_dtype=None):
     """Element-wise ``|got - ref| <= tol(dtype) * scale + tiny(out_dtype)``. ``dtype`` picks the
     tolerance (integers: equality), ``out_dtype`` (default: the same) the resolution floor.
-    A shape mismatch or a NaN where the reference has none fails."""
+    A shape mismatch or a NaN where the reference has none fails; the same infinity as the
+    reference's, or a NaN where it has one, passes."""
     got64 = np.asarray(got).astype(np.float64)
     ref64 = np.asarray(ref).astype(np.float64)
     if got64.shape != ref64.shape:
@@ -77,15 +78,18 @@ def compare(got, ref, scale, dtype, conv=False, out_dtype=None):
     if got64.size == 0:
         return Comparison(True, 0.0, [], 0.0, 0.0)
     tol = tolerance(dtype, conv)
-    err = np.abs(got64 - ref64)
-    same_nan = np.isnan(got64) & np.isnan(ref64)
+    # equal values (an infinity of the same sign included) and NaN for NaN need no tolerance
+    same = (got64 == ref64) | (np.isnan(got64) & np.isnan(ref64))
+    with np.errstate(invalid="ignore"):
+        err = np.where(same, 0.0, np.abs(got64 - ref64))
     if tol is None:
-        ok = got64 == ref64
+        ok = same
         norm = np.where(ok, 0.0, np.inf)
     else:
         bound = tol * np.asarray(scale, np.float64) + resolution_at_zero(out_dtype or dtype)
-        ok = (err <= bound) | same_nan
-        norm = np.where(same_nan, 0.0, err / np.maximum(scale, TINY))
+        ok = (np.isfinite(err) & (err <= bound)) | same     # an infinite difference never
+        with np.errstate(invalid="ignore"):
+            norm = np.where(same, 0.0, err / np.maximum(scale, TINY))
     worst = np.where(np.isnan(norm), np.inf, norm)
     i = np.unravel_index(int(np.argmax(worst)), norm.shape)
     return Comparison(bool(ok.all()), float(worst[i]), [int(v) for v in i], float(got64[i]),

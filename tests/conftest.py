@@ -15,6 +15,12 @@ import pytest  # noqa: E402
 
 import tfcompat  # noqa: E402
 
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-cases", type=int, default=300, metavar="N",
+                     help="cases of tests/test_fuzz.py's seeded fuzz against TF (default 300; "
+                          "the full run: 3000)")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -354,3 +354,58 @@ def test_resize_grad_matches_tf(transform, rng):
     for backend in ("cython", "numpy"):
         got = T.resize_grad(dy, x, coordinate_transformation_mode=transform, backend=backend)
         assert_close(got, ref, scale, np.float32, what=backend)
+
+
+def test_python_lists_as_tf_takes_them():
+    """Lists of Python floats (and ints for the nearest grad) convert as tf.convert_to_tensor
+    converts them: TF's result from the same lists, bit for bit for the resize grads (float32),
+    within the conv's tolerance for the conv (float32 too: the same dtype as TF's)."""
+    rng = np.random.default_rng(17)
+    dy = rng.standard_normal((2, 9, 7, 3)).astype(np.float32)
+    img = np.zeros((2, 4, 5, 3), np.float32)
+    for align, half in BIL_FLAGS:
+        got = T.resize_bilinear_grad(dy.tolist(), img.tolist(), align_corners=align,
+                                     half_pixel_centers=half)
+        want = tf.raw_ops.ResizeBilinearGrad(grads=dy.tolist(), original_image=img.tolist(),
+                                             align_corners=align,
+                                             half_pixel_centers=half).numpy()
+        assert_bitwise(got, want)
+    for values in (dy, (dy * 100).astype(np.int32)):
+        got = T.resize_nearest_neighbor_grad(values.tolist(), [4, 5], half_pixel_centers=True)
+        want = tf.raw_ops.ResizeNearestNeighborGrad(grads=values.tolist(), size=[4, 5],
+                                                    half_pixel_centers=True).numpy()
+        assert_bitwise(got, want)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    d = rng.standard_normal((2, 5, 4, 4)).astype(np.float32)
+    got = T.conv2d_backprop_input([2, 9, 7, 3], w.tolist(), d.tolist(), strides=[1, 2, 2, 1],
+                                  padding="SAME")
+    want = tf.raw_ops.Conv2DBackpropInput(input_sizes=[2, 9, 7, 3], filter=w.tolist(),
+                                          out_backprop=d.tolist(), strides=[1, 2, 2, 1],
+                                          padding="SAME").numpy()
+    assert got.dtype == want.dtype == np.float32
+    scale = T.conv2d_backprop_input([2, 9, 7, 3], np.abs(w).astype(np.float64),
+                                    np.abs(d).astype(np.float64), strides=[1, 2, 2, 1],
+                                    padding="SAME", backend="numpy")
+    assert_close(got, want, scale, np.float32, CONV_TOL)
+
+
+@pytest.mark.parametrize("case", ["valid_empty", "nearest_empty", "filter_no_taps"])
+def test_edge_inputs_as_tf_answers_them(case):
+    """The reproducers of docs/semantics.md §7's edge inputs, TF's answer beside ours."""
+    if case == "valid_empty":
+        kw = dict(input_sizes=[1, 1, 1, 1], filter=np.ones((4, 4, 1, 1), np.float32),
+                  out_backprop=np.ones((1, 0, 0, 1), np.float32), strides=[1, 2, 2, 1],
+                  padding="VALID")
+        want = tf.raw_ops.Conv2DBackpropInput(**kw).numpy()
+        got = T.conv2d_backprop_input(**kw)
+    elif case == "nearest_empty":
+        want = tf.raw_ops.ResizeNearestNeighborGrad(grads=np.ones((1, 0, 4, 1), np.float32),
+                                                    size=[2, 2]).numpy()
+        got = T.resize_nearest_neighbor_grad(np.ones((1, 0, 4, 1), np.float32), [2, 2])
+    else:
+        kw = dict(input_sizes=[1, 4, 4, 1], filter=np.ones((0, 1, 1, 1), np.float32),
+                  out_backprop=np.ones((1, 5, 4, 1), np.float32), strides=[1, 1, 1, 1],
+                  padding="VALID")
+        want = tf.raw_ops.Conv2DBackpropInput(**kw).numpy()
+        got = T.conv2d_backprop_input(**kw)
+    assert_bitwise(got, want)

@@ -135,7 +135,7 @@ def test_each_call_computes_from_its_own_values(name):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_layout_of_dy_changes_no_bit(name):
-    """C-contiguous, strided, misaligned and (float64) list inputs (the last one is parsed on
+    """C-contiguous, strided, misaligned and (float32) list inputs (the last one is parsed on
     every call) give the same bits, before and after the contiguous call's plan exists."""
     _, _, shape, dtype, _, _ = CASES[name]
     dy = _values(np.random.default_rng(11), shape, dtype)
@@ -143,7 +143,7 @@ def test_the_layout_of_dy_changes_no_bit(name):
     for variant in (dy, _strided(dy), _misaligned(dy), dy):
         assert_bitwise(_call(name, variant), first, name)
     assert first.flags.c_contiguous and first.flags.writeable
-    if dtype == f64:  # a list of Python floats converts to float64
+    if dtype == f32:  # a list of Python floats converts to float32, as in TF
         assert_bitwise(_call(name, dy.tolist()), first, name)
 
 
@@ -315,7 +315,7 @@ def test_functional_nearest_sizes_are_checked_every_call():
         with pytest.raises(TypeError, match="grads"):
             T.resize_nearest_neighbor_grad(dy.astype(np.complex64), [2, 2])
     # other array-likes and integral sizes: the checks' conversions, the same result
-    assert_bitwise(T.resize_nearest_neighbor_grad(dy.tolist(), [2, 2]), want.astype(f64))
+    assert_bitwise(T.resize_nearest_neighbor_grad(dy.tolist(), [2, 2]), want)  # as TF: float32
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, np.array([2, 2])), want)
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, [np.int64(2), 2]), want)
     assert_bitwise(T.resize_nearest_neighbor_grad(dy, [2.0, 2]), want)

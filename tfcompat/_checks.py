@@ -24,7 +24,9 @@ def dtype_names(dtypes):
 
 
 def as_array(value, name):
-    """``np.asarray`` with a TypeError naming ``name`` for what cannot be a numeric array."""
+    """``np.asarray`` with a TypeError naming ``name`` for what cannot be a numeric array.
+    Python numbers and (nested) lists and tuples of them become what ``tf.convert_to_tensor``
+    makes of them: floats float32, ints int32 (int64 beyond its range), bools bool."""
     if value is None:
         raise TypeError(f"{name}: got None; expected an array-like of numbers")
     try:
@@ -32,6 +34,12 @@ def as_array(value, name):
     except Exception as exc:  # ragged lists, objects whose __array__ fails
         raise TypeError(f"{name}: could not convert {type(value).__name__} to an array "
                         f"({exc}); expected an array-like of numbers") from None
+    if isinstance(value, (list, tuple, int, float)) and not isinstance(value, bool):
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        elif arr.dtype == np.int64 and (arr.size == 0 or (arr.min() >= -2 ** 31
+                                                          and arr.max() < 2 ** 31)):
+            arr = arr.astype(np.int32)
     if arr.dtype.kind not in "biuf" and arr.dtype != BFLOAT16:
         raise TypeError(f"{name}: got dtype {arr.dtype}; expected a numeric array")
     if not arr.dtype.isnative:

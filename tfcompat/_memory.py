@@ -1,4 +1,5 @@
-"""The output buffer pool of the cython backend.
+"""The output buffer pool of the cython backend, and the check of a call's peak memory
+against what the process can still allocate (docs/semantics.md §11).
 
 Large outputs (>= 1 MiB) are allocated from a small cache of recently freed blocks (at most
 8 blocks and ``TFCOMPAT_POOL_MB`` MiB, default 1024), so a training loop that calls a kernel
@@ -46,3 +47,51 @@ def memory_pool_stats():
 
 empty = _kernels.pooled_empty
 _kernels.set_pool_limit(_env_limit())
+
+
+# A call whose peak takes at least this many bytes checks it against the memory available
+# before it allocates anything (reading /proc costs ~20 us, which smaller calls do not pay)
+CHECK_FROM_BYTES = 64 << 20
+
+
+def _proc_kib(path, key):
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def available_bytes():
+    """Bytes this process may still allocate, or None where it cannot tell: the kernel's
+    MemAvailable (plus what the output pool caches, which it hands back first) and, under an
+    address-space limit (RLIMIT_AS), what is left of that limit."""
+    avail = _proc_kib("/proc/meminfo", "MemAvailable:")
+    if avail is not None:
+        avail += memory_pool_stats()["cached_bytes"]
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        soft = None
+    if soft is not None and soft != resource.RLIM_INFINITY:
+        used = _proc_kib("/proc/self/status", "VmSize:")
+        if used is not None:
+            left = max(0, soft - used)
+            avail = left if avail is None else min(avail, left)
+    return avail
+
+
+def check_peak(nbytes, name, detail):
+    """A MemoryError naming ``name`` where a call's peak of ``nbytes`` (``detail``: what makes
+    it up) exceeds what this process can still allocate: an honest error before any
+    allocation, instead of a process killed by the kernel's OOM killer halfway through."""
+    if nbytes < CHECK_FROM_BYTES:
+        return
+    avail = available_bytes()
+    if avail is not None and nbytes > avail:
+        raise MemoryError(f"{name}: this call needs {nbytes / 2**30:.2f} GiB at its peak "
+                          f"({detail}); {avail / 2**30:.2f} GiB are available")

@@ -87,7 +87,8 @@ class ResampleLayout:
 
     @property
     def empty(self):
-        return self.batch == 0 or self.channels == 0
+        """No dy values: the result is zeros (TF's nearest grad of an empty grads too)."""
+        return self.batch == 0 or self.channels == 0 or any(a.out_size == 0 for a in self.axes)
 
 
 class ResampleProblem:
@@ -139,12 +140,14 @@ def _shape_of(value, name):
         return value.shape, value.dtype.newbyteorder("=")
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         try:
-            shape = tuple(int(d) for d in value.shape)
+            shape = tuple(ck.as_int(d, f"{name}.shape[{i}]") for i, d in enumerate(value.shape))
             dtype = np.dtype(value.dtype.as_numpy_dtype if hasattr(value.dtype, "as_numpy_dtype")
                              else value.dtype)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, TypeError) and ".shape[" in str(exc):
+                raise   # a shape with a non-integer size: refused, not truncated
+        else:
             return shape, dtype.newbyteorder("=")
-        except (TypeError, ValueError):
-            pass
     arr = ck.as_array(value, name)
     return arr.shape, arr.dtype
 
@@ -182,7 +185,10 @@ def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
         rule = (Rule.LINEAR_ALIGN_CORNERS if align else Rule.LINEAR_HALF_PIXEL if half
                 else Rule.LINEAR_ASYMMETRIC)
     _check_batch_channels(dy, img_shape, "dy", "images", True)
-    _check_positive_spatial(dy.shape, "dy", True)
+    if not nearest:
+        # TF's bilinear grad refuses an empty dy ("resized dimensions must be positive"); its
+        # nearest grad returns zeros
+        _check_positive_spatial(dy.shape, "dy", True)
     _check_positive_spatial(img_shape, "images", True)
     ck.check_size(img_shape, "images", max(np.dtype(img_dtype).itemsize, 4))
     axes = tuple(Axis(int(i), int(o), rule) for i, o in zip(img_shape[1:3], dy.shape[1:3]))

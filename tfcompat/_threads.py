@@ -48,7 +48,10 @@ def _resolve(n):
         raise ValueError("num_threads: got 0; expected a positive int, a negative int "
                          "(-1 = all CPUs) or None")
     if n < 0:
-        return max(1, _available_cpus() + 1 + n)
+        if n < -_available_cpus():
+            raise ValueError(f"num_threads: got {n}; expected -1 (all {_available_cpus()} CPUs) "
+                             f"down to {-_available_cpus()} (one thread), a positive int or None")
+        return _available_cpus() + 1 + n
     if n > _most_threads():
         raise ValueError(f"num_threads: got {n}; expected at most {_most_threads()} (this "
                          f"process may run on {_available_cpus()} CPUs)")

@@ -37,8 +37,8 @@ def _run(kernel_name, backend, inputs, attrs):
         config = get_kernel(kernel_name, backend)  # raises, naming what is registered
     try:
         return config.kernel_func(inputs, attrs)
-    except (ValueError, TypeError) as exc:
-        if type(exc) not in (ValueError, TypeError) or kernel_name not in _NAMES:
+    except (ValueError, TypeError, MemoryError) as exc:
+        if type(exc) not in (ValueError, TypeError, MemoryError) or kernel_name not in _NAMES:
             raise
         names = _NAMES[kernel_name]
         message = _PATTERNS[kernel_name].sub(lambda m: names[m.group(1)], str(exc))
@@ -82,7 +82,8 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
     """
     if (type(grads) is np.ndarray and type(size) in (list, tuple) and len(size) == 2
             and type(size[0]) is int and type(size[1]) is int and grads.ndim == 4
-            and grads.dtype in _NEAREST_DTYPES and 0 < size[0] * size[1] <= _FAST_PIXELS):
+            and grads.dtype in _NEAREST_DTYPES and size[0] > 0 and size[1] > 0
+            and size[0] * size[1] <= _FAST_PIXELS):
         # the common call, with its checks inline: with the interpreter's caches cold (other
         # frameworks running between our calls) each function call costs microseconds
         # (docs/performance.md); the parser checks the rest

@@ -56,7 +56,7 @@ class ResamplePlan:
     the kernel as it is."""
 
     __slots__ = ("kernel", "empty", "out_shape", "out_dtype", "src_dtype", "acc_dtype",
-                 "widen", "direct", "work_per_thread", "nbytes")
+                 "widen", "direct", "work_per_thread", "nbytes", "run_bytes", "out_name")
 
     def __init__(self, layout):
         self.out_shape = layout.out_shape
@@ -85,10 +85,17 @@ class ResamplePlan:
         ins = tuple(1 if a is None else a.in_size for a in axes)
         outs = tuple(1 if a is None else a.out_size for a in axes)
         kind = _KINDS[(layout.linear, src, acc)]
-        tables = _tables.resample_tables(layout.axes, channels, kind == Kind.NEAREST_F32)
         # NCX float32 linear: each thread transposes eight channel rows into scratch
         self.work_per_thread = ((outs[2] + ins[2]) * 8
                                 if kind == Kind.LINEAR_F32 and channels == 1 else 0)
+        self.out_name = _OUT_NAMES[layout.kernel]
+        gather_runs = kind == Kind.NEAREST_F32
+        build, kept, self.run_bytes = _resample_peak(layout, self, channels, gather_runs)
+        _memory.check_peak(max(build, kept + self.run_bytes), self.out_name,
+                           f"{kept / 2**30:.2f} GiB of index tables ({build / 2**30:.2f} GiB "
+                           f"while built), {self.run_bytes / 2**30:.2f} GiB of output, "
+                           "accumulator and copies of dy")
+        tables = _tables.resample_tables(layout.axes, channels, gather_runs)
         self.kernel = _kernels.ResamplePlan(kind, (rows_b,) + ins + outs + (channels,), tables,
                                             self.work_per_thread)
         self.nbytes = tables.nbytes
@@ -96,6 +103,9 @@ class ResamplePlan:
     def __call__(self, dy, nthreads):
         if self.empty:
             return np.zeros(self.out_shape, dtype=self.out_dtype)
+        copy = 0 if dy.flags.c_contiguous and dy.flags.aligned else dy.nbytes
+        _memory.check_peak(self.run_bytes + copy + 4 * self.work_per_thread * nthreads,
+                           self.out_name, "the output, its accumulator and copies of dy")
         work = (np.empty(self.work_per_thread * nthreads, F32) if self.work_per_thread
                 else None)
         if self.direct:
@@ -111,6 +121,49 @@ class ResamplePlan:
         dx = _memory.empty(self.out_shape, self.acc_dtype)
         self.kernel.run(src, dx, nthreads, work)
         return dx if dx.dtype == self.out_dtype else round_to(dx, self.out_dtype, nthreads)
+
+
+# the registry's name of each resampling kernel's output-sizing input, for memory errors
+_OUT_NAMES = {RESIZE_BILINEAR_GRAD: "images", RESIZE_NEAREST_NEIGHBOR_GRAD: "images",
+              INTERPOLATE_BACKWARD: "src", RESIZE_GRAD: "X"}
+
+
+def _resample_peak(layout, plan, channels, gather_runs):
+    """(bytes at the peak of building the tables, bytes of the tables kept, bytes a call
+    allocates) of a resampling plan: docs/semantics.md §7's formula. Per outer axis (in, out
+    its dx and dy sizes; n its gather entries, out for nearest, at most 2 out for linear) the
+    build holds the forward map (16 out linear, 8 out nearest), the offsets 4 (in + 1), a
+    cursor 4 in and the entries 16 n, and keeps the offsets and 16 n (linear) or 4 n
+    (nearest); the innermost axis keeps its forward map (16 out, or 4 out), with the float32
+    nearest gather's column runs 4 (in + 1) (20 (in + 1) while built). A call allocates dx,
+    the float32 or float64 accumulator a rounded dx is summed in, and a float32 copy of a
+    half-type dy; a dy that is not C-contiguous and aligned adds a copy of itself, and the
+    NCX float32 kernel its threads' scratch rows."""
+    axes = layout.axes
+    kept = build = 0
+    for i, a in enumerate(axes):
+        n_in, n_out = a.in_size, a.out_size
+        if i == len(axes) - 1:
+            step = 16 * n_out if layout.linear else 4 * n_out
+            extra = 4 * (n_in + 1) if gather_runs and 8 <= channels <= _tables.WINDOW_MAX_C else 0
+            build = max(build, kept + step + 5 * extra)
+            kept += step + extra
+            continue
+        n = 2 * n_out if layout.linear else n_out
+        build = max(build, kept + (16 if layout.linear else 8) * n_out + 8 * n_in + 4 + 16 * n)
+        kept += 4 * (n_in + 1) + (16 if layout.linear else 4) * n
+    elems = 1
+    for d in layout.out_shape:
+        elems *= d
+    dy_elems = layout.batch * layout.channels
+    for a in axes:
+        dy_elems *= a.out_size
+    run = elems * plan.out_dtype.itemsize
+    if not plan.direct and plan.acc_dtype != plan.out_dtype:
+        run += elems * plan.acc_dtype.itemsize
+    if plan.widen:
+        run += dy_elems * 4
+    return build, kept, run
 
 
 class _Unkeyable(Exception):

@@ -82,6 +82,10 @@ def run_matmul(p, m, nthreads, dy, params):
     filt = np.ascontiguousarray(p.filter).reshape(p.C, p.OC)
     widened = gemm != p.dtype
     if widened:
+        # float32 copies of dy and the filter, and a float32 dx rounded into dx
+        values = p.N * p.H * p.W * (p.OC + p.C) + p.C * p.OC
+        _memory.check_peak(p.dx_bytes + p.layout_bytes() + 4 * values, "inputShape",
+                           "dx, its layout's copies and float32 copies of dy, filter and dx")
         dy, filt = to_float32(dy, nthreads), to_float32(filt, nthreads)
     dx = matmul(dy, filt, p.N * p.H * p.W, p.OC, p.C, nthreads)
     dx = round_to(dx, p.dtype, nthreads) if widened else dx

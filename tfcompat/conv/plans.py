@@ -38,6 +38,11 @@ def run(plan, p, dy, nt, w2=None):
     with its scratch from the output pool; ``w2``: the col2im's filter [fh * fw * C, OC]."""
     ct = p.compute_dtype
     n_work = plan.workspace(nt)
+    # with a copy of the filter in the compute type (the tiles' taps, the col2im's w2)
+    scratch = (n_work + p.filter.size) * ct.itemsize
+    _memory.check_peak(p.dx_bytes + p.layout_bytes() + scratch, "inputShape",
+                       f"dx, its layout's copies and {scratch / 2**30:.2f} GiB of the "
+                       "kernel's scratch and filter")
     work = _memory.empty(n_work, ct) if n_work else None
     dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)
     plan.run(dy, np.empty(0, ct) if w2 is None else w2, dx, nt, work)

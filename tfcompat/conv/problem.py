@@ -54,7 +54,9 @@ class ConvProblem:
 
     @property
     def empty(self):
-        return 0 in (self.N, self.H, self.W, self.C) or 0 in (self.OH, self.OW, self.OC)
+        """No products: dx is zeros (an empty dy, or a filter with no taps, as in TF)."""
+        return (0 in (self.N, self.H, self.W, self.C) or 0 in (self.OH, self.OW, self.OC)
+                or 0 in (self.fh, self.fw))
 
     def floor_pads(self):
         """(bottom, right) pads with which a floor-rounding output size (TF's EXPLICIT,
@@ -63,6 +65,20 @@ class ConvProblem:
         eff_h, eff_w = (self.fh - 1) * self.dh + 1, (self.fw - 1) * self.dw + 1
         return (max(0, (self.OH - 1) * self.sh + eff_h - self.H - self.pad_top),
                 max(0, (self.OW - 1) * self.sw + eff_w - self.W - self.pad_left))
+
+    @property
+    def dx_bytes(self):
+        return self.N * self.H * self.W * self.C * self.dtype.itemsize
+
+    def layout_bytes(self):
+        """Bytes a call holds beside dx for its layout (docs/semantics.md §7): NCHW, dy's NHWC
+        copy and the NCHW dx (one image of it where dx is transposed in place, image by image:
+        :func:`nchw_in_place`); NHWC, a copy of a dy that is not C-contiguous and aligned."""
+        if self.channels_last:
+            dy = self.dy
+            return 0 if dy.flags.c_contiguous and dy.flags.aligned else dy.nbytes
+        image = self.dx_bytes // self.N if nchw_in_place(self) else self.dx_bytes
+        return self.dy.nbytes + image
 
     def flops(self):
         return 2.0 * self.N * self.OH * self.OW * self.OC * self.fh * self.fw * self.C
@@ -116,12 +132,28 @@ def _spatial_pair(value, name, data_format):
     return vals
 
 
+# An NCHW dx of at least this many bytes in two or more images is transposed from the kernels'
+# NHWC in place, one image at a time through a one-image buffer, instead of into a second dx
+NCHW_IN_PLACE_BYTES = 64 << 20
+
+
+def nchw_in_place(p):
+    return not p.channels_last and p.N >= 2 and p.dx_bytes >= NCHW_IN_PLACE_BYTES
+
+
 def _round(value, mode):
     if mode in (None, "floor"):
         return math.floor(value)
     if mode == "ceil":
         return math.ceil(value)
     return math.floor(value + 0.5)  # JavaScript Math.round: halves up
+
+
+def _div(n, d):
+    """n / d truncated toward zero, as TF's C++ integer division (GetWindowedOutputSize): a
+    VALID axis 1 wide under a 4-tap filter at stride 2 has (1 - 4 + 2) / 2 = 0 outputs there,
+    not floor's -1."""
+    return -(-n // d) if n < 0 else n // d
 
 
 def conv_output_size(size, ksize, stride, dilation, padding, pads=(0, 0), rounding=None):
@@ -133,14 +165,14 @@ def conv_output_size(size, ksize, stride, dilation, padding, pads=(0, 0), roundi
     """
     eff = (ksize - 1) * dilation + 1
     if padding == "valid":
-        return (size - eff + stride) // stride, 0, 0
+        return _div(size - eff + stride, stride), 0, 0
     if padding == "same":
         out = -(-size // stride)
         need = max(0, (out - 1) * stride + eff - size)
         return out, need // 2, need - need // 2  # the odd pixel goes after
     before, after = pads
     if rounding is None:
-        return (size + before + after - eff + stride) // stride, before, after
+        return _div(size + before + after - eff + stride, stride), before, after
     return _round((size + before + after - eff) / stride + 1, rounding), before, after
 
 
@@ -210,8 +242,6 @@ def conv_problem(inputs, attrs):
         raise ValueError(f"filter: in_channels {fic} (shape {tuple(w.shape)}) does not match "
                          f"inputShape's {C} channels ({list(x_shape)})"
                          + ("; grouped convolution is not supported" if grouped else ""))
-    if fh < 1 or fw < 1:
-        raise ValueError(f"filter: got shape {tuple(w.shape)}; expected spatial sizes >= 1")
     sh, sw = _spatial_pair(attrs.get("strides", 1), "strides", data_format)
     dh, dw = _spatial_pair(attrs.get("dilations", 1), "dilations", data_format)
     rounding = attrs.get("dimRoundingMode")

@@ -4,9 +4,11 @@ import logging
 
 import numpy as np
 
+from .. import _memory
 from .._arrays import swap_inner_axes
 from .._threads import kernel_threads
 from .machine import current_machine
+from .problem import nchw_in_place
 from .strategies import STRATEGIES, ConvChoice, choose, forced_name
 
 # ``logging.getLogger("tfcompat.conv").setLevel(logging.DEBUG)`` (with a handler): one line per
@@ -48,6 +50,10 @@ def run_conv(problem, strategies=STRATEGIES, as_rows=True):
     q, strategy, choice = _choice(p, nthreads, strategies, as_rows)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("conv %s, %d threads: %s", describe(p), nthreads, choice)
+    # dx and the layout's copies, before anything is allocated; the strategy's scratch is
+    # checked with them where it is known (plans.run, onednn.run_matmul)
+    _memory.check_peak(q.dx_bytes + q.layout_bytes(), "inputShape",
+                       "dx and its layout's copies")
     if q.channels_last:
         dy = np.require(q.dy, requirements="CA")
     else:
@@ -55,6 +61,20 @@ def run_conv(problem, strategies=STRATEGIES, as_rows=True):
             q.N, q.OH, q.OW, q.OC)
     dx = strategy.run(q, current_machine(), nthreads, dy, strategy.params)
     if not q.channels_last:
-        n, h, w, c = dx.shape
-        dx = swap_inner_axes(dx.reshape(n, h * w, c), nthreads).reshape(n, c, h, w)
+        dx = _to_nchw(q, dx, nthreads)
     return dx.reshape(p.out_shape)
+
+
+def _to_nchw(q, dx, nthreads):
+    """The kernels' NHWC dx as NCHW: a transposed copy, or, for a large dx of two or more
+    images, the same buffer transposed one image at a time through a one-image copy (dx
+    plus one image at the peak, not two dx; docs/semantics.md §7)."""
+    n, h, w, c = dx.shape
+    if not nchw_in_place(q):
+        return swap_inner_axes(dx.reshape(n, h * w, c), nthreads).reshape(n, c, h, w)
+    flat = dx.reshape(n, h * w * c)
+    for i in range(n):
+        image = swap_inner_axes(flat[i].reshape(1, h * w, c), nthreads)
+        flat[i] = image.reshape(-1)
+        del image
+    return flat.reshape(n, c, h, w)
