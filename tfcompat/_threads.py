@@ -23,7 +23,8 @@ def _available_cpus():
         return max(1, os.cpu_count() or 1)
 
 
-def _most_threads():
+def most_threads():
+    """The most threads a kernel may be asked to run on."""
     return max(MAX_THREADS, _available_cpus())
 
 
@@ -35,9 +36,9 @@ def _resolve(n):
                 value = int(env.split(",")[0])
             except ValueError:
                 value = 0
-            if value > _most_threads():
+            if value > most_threads():
                 raise ValueError(f"OMP_NUM_THREADS: got {value}; expected at most "
-                                 f"{_most_threads()} threads (or set tfcompat.set_num_threads)")
+                                 f"{most_threads()} threads (or set tfcompat.set_num_threads)")
             if value > 0:
                 return value
         return _available_cpus()
@@ -52,8 +53,8 @@ def _resolve(n):
             raise ValueError(f"num_threads: got {n}; expected -1 (all {_available_cpus()} CPUs) "
                              f"down to {-_available_cpus()} (one thread), a positive int or None")
         return _available_cpus() + 1 + n
-    if n > _most_threads():
-        raise ValueError(f"num_threads: got {n}; expected at most {_most_threads()} (this "
+    if n > most_threads():
+        raise ValueError(f"num_threads: got {n}; expected at most {most_threads()} (this "
                          f"process may run on {_available_cpus()} CPUs)")
     return n
 

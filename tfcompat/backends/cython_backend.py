@@ -19,7 +19,7 @@ from .. import _memory, _resample as rs, _tables
 from .._arrays import round_to, to_float32
 from .._plans import PLANS as _PLANS
 from .._simd import kernels as _kernels
-from .._threads import kernel_threads
+from .._threads import kernel_threads, most_threads
 from ..conv.problem import conv_problem
 from ..conv.run import run_conv
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, PARAMETER_INPUTS,
@@ -56,7 +56,8 @@ class ResamplePlan:
     the kernel as it is."""
 
     __slots__ = ("kernel", "empty", "out_shape", "out_dtype", "src_dtype", "acc_dtype",
-                 "widen", "direct", "work_per_thread", "nbytes", "run_bytes", "out_name")
+                 "widen", "direct", "work_per_thread", "nbytes", "run_bytes", "out_name",
+                 "large")
 
     def __init__(self, layout):
         self.out_shape = layout.out_shape
@@ -91,6 +92,9 @@ class ResamplePlan:
         self.out_name = _OUT_NAMES[layout.kernel]
         gather_runs = kind == Kind.NEAREST_F32
         build, kept, self.run_bytes = _resample_peak(layout, self, channels, gather_runs)
+        # a call's peak may reach the checked size (with the most threads): check each call
+        self.large = (self.run_bytes + 4 * self.work_per_thread * most_threads()
+                      >= _memory.CHECK_FROM_BYTES)
         _memory.check_peak(max(build, kept + self.run_bytes), self.out_name,
                            f"{kept / 2**30:.2f} GiB of index tables ({build / 2**30:.2f} GiB "
                            f"while built), {self.run_bytes / 2**30:.2f} GiB of output, "
@@ -103,17 +107,19 @@ class ResamplePlan:
     def __call__(self, dy, nthreads):
         if self.empty:
             return np.zeros(self.out_shape, dtype=self.out_dtype)
-        copy = 0 if dy.flags.c_contiguous and dy.flags.aligned else dy.nbytes
-        _memory.check_peak(self.run_bytes + copy + 4 * self.work_per_thread * nthreads,
-                           self.out_name, "the output, its accumulator and copies of dy")
+        flags = dy.flags
+        contiguous = flags.c_contiguous and flags.aligned
+        if self.large or not contiguous:
+            peak = (self.run_bytes + 4 * self.work_per_thread * nthreads
+                    + (0 if contiguous else dy.nbytes))
+            _memory.check_peak(peak, self.out_name, "the output, its accumulator and copies "
+                               "of dy")
         work = (np.empty(self.work_per_thread * nthreads, F32) if self.work_per_thread
                 else None)
-        if self.direct:
-            flags = dy.flags
-            if flags.c_contiguous and flags.aligned:
-                dx = _memory.empty(self.out_shape, self.out_dtype)
-                self.kernel.run(dy, dx, nthreads, work)
-                return dx
+        if self.direct and contiguous:
+            dx = _memory.empty(self.out_shape, self.out_dtype)
+            self.kernel.run(dy, dx, nthreads, work)
+            return dx
         if self.widen:
             src = to_float32(dy, nthreads)
         else:
@@ -121,6 +127,7 @@ class ResamplePlan:
         dx = _memory.empty(self.out_shape, self.acc_dtype)
         self.kernel.run(src, dx, nthreads, work)
         return dx if dx.dtype == self.out_dtype else round_to(dx, self.out_dtype, nthreads)
+
 
 
 # the registry's name of each resampling kernel's output-sizing input, for memory errors
