@@ -1,7 +1,7 @@
 """Does each conv strategy, and each of its variants, earn its place? Interleaved A/Bs.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m asv_benchmarks.conv_ab \\
-        [strategies|variants] [--shapes 48] [--dtypes float32,bfloat16,float16,float64]
+        [strategies|variants|nchw] [--shapes 48] [--dtypes float32,bfloat16,float16,float64]
         [--rounds 11] [--json OUT]
 
 On C1-C5, the shapes on which variants run (conv_grid.SPECIAL) and the first ``--shapes``
@@ -11,7 +11,10 @@ problems of the fixed random grid (conv_grid.py), in each dtype:
   not in it (B);
 - ``variants``: for each variant of VARIANTS (a strategy's parameters changed, which turns
   one of its specialisations off), the list as it is (A) against the list with that strategy
-  so changed (B), on the problems that strategy takes.
+  so changed (B), on the problems that strategy takes;
+- ``nchw``: an NCHW dx of 128 MiB, transposed into a copy (A, where memory allows) against
+  transposed in place image by image (B, where the copy would not fit: docs/semantics.md §11),
+  on three float32 convs (NCHW_PROBLEMS).
 
 Each pair is called in turn ``--rounds`` times after two warm-up calls each, in one process;
 printed per problem: both medians and B/A (above 1: A is faster); then per strategy or
@@ -47,6 +50,31 @@ VARIANTS = [
     ("channel-tiles", "streaming stores", dict(stream_bytes=0)),
     ("lane-tiles", "dx pixels in the lanes", dict(pixel_lanes=False)),
 ]
+
+
+# (N, C, H = W, OC, k, stride): a 128 MiB float32 dx each, cheap to costly per byte
+NCHW_PROBLEMS = [(2, 16, 1024, 8, 3, 2), (4, 32, 512, 32, 3, 2), (8, 64, 256, 64, 3, 1)]
+
+
+def nchw_ab(rounds, repeat):
+    from tfcompat.conv.problem import conv_problem
+    from tfcompat.conv.run import run_conv
+    rng = np.random.default_rng(0)
+    rows = []
+    print("| problem | copy ms | in place ms | B/A |\n|---|---|---|---|")
+    for n, c, h, oc, k, s in NCHW_PROBLEMS:
+        o = -(-h // s)
+        p = conv_problem({"dy": rng.standard_normal((n, oc, o, o)).astype(np.float32),
+                          "filter": rng.standard_normal((k, k, c, oc)).astype(np.float32)},
+                         {"inputShape": [n, c, h, h], "strides": [1, 1, s, s], "pad": "same",
+                          "dataFormat": "NCHW"})
+        in_place = dataclasses.replace(p, nchw_in_place=True)
+        name = f"{n}x{c}x{h}x{h} OC {oc} {k}x{k} stride {s}"
+        for _ in range(repeat):
+            ta, tb = ab(lambda: run_conv(p), lambda: run_conv(in_place), rounds)
+            rows.append(dict(problem=name, variant="NCHW dx in place", ta=ta, tb=tb))
+            print(f"| {name} | {ta * 1e3:.1f} | {tb * 1e3:.1f} | {tb / ta:.2f} |", flush=True)
+    return rows
 
 
 def _problem(args):
@@ -106,7 +134,8 @@ def _summary(rows, key):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.conv_ab")
-    ap.add_argument("what", nargs="?", default="strategies", choices=["strategies", "variants"])
+    ap.add_argument("what", nargs="?", default="strategies",
+                    choices=["strategies", "variants", "nchw"])
     ap.add_argument("--shapes", type=int, default=48)
     ap.add_argument("--dtypes", default=",".join(DTYPES))
     ap.add_argument("--rounds", type=int, default=11)
@@ -128,6 +157,10 @@ def main(argv=None):
     machine = current_machine()
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"{nthreads} threads; {machine.describe()}")
+    if args.what == "nchw":
+        rows = nchw_ab(args.rounds, args.repeat)
+        _summary(rows, "variant")
+        return 0
     rows = []
     problems = workload_convs() + special_convs() + random_convs(args.shapes)
     if args.problems:

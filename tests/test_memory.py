@@ -112,8 +112,8 @@ def _conv(n, c, hw, oc, k, stride, dtype, data_format):
     ("nhwc", (2, 64, 97, 64, 3, 1, f32, "NHWC"), lambda dx, dy: 0),
     # NCHW, one image: a second dx and dy's NHWC copy
     ("nchw_one_image", (1, 16, 1031, 16, 3, 1, f32, "NCHW"), lambda dx, dy: dx + dy),
-    # NCHW, a 130 MiB dx of two images: transposed in place, one image beside it
-    ("nchw_in_place", (2, 16, 1033, 8, 3, 2, f32, "NCHW"), lambda dx, dy: dx // 2 + dy),
+    # NCHW, a 130 MiB dx of two images, memory to spare: a transposed copy too
+    ("nchw_two_images", (2, 16, 1033, 8, 3, 2, f32, "NCHW"), lambda dx, dy: dx + dy),
 ])
 def test_conv_peak_is_the_formula(name, args, layout):
     fn, dx, dy, taps = _conv(*args)
@@ -156,6 +156,11 @@ _CHILD = textwrap.dedent("""
     T.resize_nearest_neighbor_grad(dy, [64, 4])   # start the OpenMP threads first
     T.conv2d_backprop_input([1, 16, 64, 64], w, np.ones((1, 16, 64, 64), f32),
                             strides=[1, 1, 1, 1], padding="SAME", data_format="NCHW")
+    # NCHW, 8 images: a 256 MiB dx whose transposed copy (544 MiB with dy's) would not fit,
+    # transposed in place (320 MiB)
+    rng = np.random.default_rng(0)
+    w8 = rng.standard_normal((3, 3, 16, 8)).astype(f32)
+    dy8 = rng.standard_normal((8, 8, 362, 362)).astype(f32)
     with open("/proc/self/status") as f:
         vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
     headroom = int(sys.argv[1]) << 20
@@ -171,16 +176,30 @@ _CHILD = textwrap.dedent("""
         "conv_nchw": lambda: T.conv2d_backprop_input(
             [1, 16, 2048, 2048], w, big_dy, strides=[1, 1, 1, 1], padding="SAME",
             data_format="NCHW"),
+        "conv_nchw_in_place": lambda: T.conv2d_backprop_input(
+            [8, 16, 724, 724], w8, dy8, strides=[1, 1, 2, 2], padding="SAME",
+            data_format="NCHW"),
     }
     out = {}
     for name, call in calls.items():
         if name == "conv_nchw" and big_dy is None:
             continue
+        result = None
         try:
-            call()
+            result = call()
             out[name] = "ok"
         except MemoryError as exc:
             out[name] = "MemoryError: " + str(exc)
+        if name == "conv_nchw_in_place" and out[name] == "ok":
+            in_place = result
+        del result
+    del big_dy
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    if "in_place" in dir():   # the NHWC call's bits, transposed, with memory to spare
+        nhwc = T.conv2d_backprop_input([8, 724, 724, 16], w8,
+                                       np.ascontiguousarray(dy8.transpose(0, 2, 3, 1)),
+                                       strides=[1, 2, 2, 1], padding="SAME")
+        out["in_place_bits"] = bool(np.array_equal(in_place, nhwc.transpose(0, 3, 1, 2)))
     print(json.dumps(out))
 """)
 
@@ -195,26 +214,15 @@ def _run_child(headroom_mib, conv):
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux)")
 def test_a_peak_beyond_the_address_space_limit_is_a_memory_error():
     """With 384 MiB of address space left, the calls whose peak exceeds it raise our
-    MemoryError, naming the argument and the peak, before they allocate; the one that fits
-    runs. dy of the conv (256 MiB) is allocated under the limit too, so it gets 128 MiB more."""
+    MemoryError, naming the argument and the peak, before they allocate; the ones that fit
+    run, the NCHW conv of 8 images by transposing its dx in place, with the NHWC call's bits.
+    dy of the one-image conv (256 MiB) is allocated under the limit too, so it gets 256 MiB
+    more."""
     out = _run_child(384 + 256, conv=True)
+    assert out["conv_nchw_in_place"] == "ok" and out["in_place_bits"] is True, out
     for name, arg, gib in (("nearest_2**31-1", "size", "16.00"),
                            ("nearest_2**26", "size", "0.50"),
                            ("conv_nchw", "input_sizes", "0.75")):
         assert out[name].startswith("MemoryError: " + arg), (name, out[name])
         assert f"needs {gib} GiB at its peak" in out[name], (name, out[name])
     assert out["nearest_2**24"] == "ok", out
-
-
-def test_an_nchw_dx_transposed_in_place_holds_the_nhwc_calls_bits():
-    """Two images and a 130 MiB dx: the NCHW result, transposed image by image in its own
-    buffer, is the NHWC call's, transposed."""
-    fn, _, _, _ = _conv(2, 16, 1033, 8, 3, 2, f32, "NCHW")
-    rng = np.random.default_rng(0)
-    filt = rng.standard_normal((3, 3, 16, 8)).astype(f32)
-    dy = rng.standard_normal((2, 8, 517, 517)).astype(f32)
-    nhwc = T.conv2d_backprop_input([2, 1033, 1033, 16], filt,
-                                   np.ascontiguousarray(dy.transpose(0, 2, 3, 1)),
-                                   strides=[1, 2, 2, 1], padding="SAME")
-    got = fn()
-    assert got.flags.c_contiguous and np.array_equal(got, nhwc.transpose(0, 3, 1, 2))

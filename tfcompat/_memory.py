@@ -67,11 +67,9 @@ def _proc_kib(path, key):
 
 def available_bytes():
     """Bytes this process may still allocate, or None where it cannot tell: the kernel's
-    MemAvailable (plus what the output pool caches, which it hands back first) and, under an
-    address-space limit (RLIMIT_AS), what is left of that limit."""
+    MemAvailable and, under an address-space limit (RLIMIT_AS), what is left of that limit.
+    The output pool's cached blocks are not counted (see :func:`check_peak`)."""
     avail = _proc_kib("/proc/meminfo", "MemAvailable:")
-    if avail is not None:
-        avail += memory_pool_stats()["cached_bytes"]
     try:
         import resource
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
@@ -87,11 +85,15 @@ def available_bytes():
 
 def check_peak(nbytes, name, detail):
     """A MemoryError naming ``name`` where a call's peak of ``nbytes`` (``detail``: what makes
-    it up) exceeds what this process can still allocate: an honest error before any
-    allocation, instead of a process killed by the kernel's OOM killer halfway through."""
+    it up) exceeds what this process can still allocate, once the output pool has handed its
+    cached blocks back: an honest error before any allocation, instead of a process killed
+    by the kernel's OOM killer halfway through."""
     if nbytes < CHECK_FROM_BYTES:
         return
     avail = available_bytes()
+    if avail is not None and nbytes > avail and memory_pool_stats()["cached_bytes"]:
+        release_memory()
+        avail = available_bytes()
     if avail is not None and nbytes > avail:
         raise MemoryError(f"{name}: this call needs {nbytes / 2**30:.2f} GiB at its peak "
                           f"({detail}); {avail / 2**30:.2f} GiB are available")

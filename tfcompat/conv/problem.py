@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _checks as ck
+from .. import _checks as ck, _memory
 from ..registry import CONV2D_BACKPROP_INPUT
 
 KERNEL = CONV2D_BACKPROP_INPUT
@@ -35,6 +35,8 @@ class ConvProblem:
     pad_left: int
     pad_bottom: int
     pad_right: int
+    # NCHW: the kernels' NHWC dx transposed in its own buffer (run.py decides, by memory)
+    nchw_in_place: bool = False
 
     @property
     def out_shape(self):
@@ -73,11 +75,11 @@ class ConvProblem:
     def layout_bytes(self):
         """Bytes a call holds beside dx for its layout (docs/semantics.md §7): NCHW, dy's NHWC
         copy and the NCHW dx (one image of it where dx is transposed in place, image by image:
-        :func:`nchw_in_place`); NHWC, a copy of a dy that is not C-contiguous and aligned."""
+        :func:`nchw_needs_in_place`); NHWC, a copy of a dy that is not C-contiguous and aligned."""
         if self.channels_last:
             dy = self.dy
             return 0 if dy.flags.c_contiguous and dy.flags.aligned else dy.nbytes
-        image = self.dx_bytes // self.N if nchw_in_place(self) else self.dx_bytes
+        image = self.dx_bytes // self.N if self.nchw_in_place else self.dx_bytes
         return self.dy.nbytes + image
 
     def flops(self):
@@ -132,13 +134,23 @@ def _spatial_pair(value, name, data_format):
     return vals
 
 
-# An NCHW dx of at least this many bytes in two or more images is transposed from the kernels'
-# NHWC in place, one image at a time through a one-image buffer, instead of into a second dx
+# An NCHW dx of at least this many bytes in two or more images, whose transposed copy would not
+# fit in the memory left, is transposed from the kernels' NHWC in its own buffer, one image at a
+# time through a one-image buffer: 1.03-1.50x the copy's time (docs/performance.md#nchw-output)
 NCHW_IN_PLACE_BYTES = 64 << 20
 
 
-def nchw_in_place(p):
-    return not p.channels_last and p.N >= 2 and p.dx_bytes >= NCHW_IN_PLACE_BYTES
+def nchw_needs_in_place(p):
+    """Whether an NCHW conv's dx should be transposed in place: a copy (two dx and dy's
+    copy at the peak) would not fit where dx and one image would."""
+    if p.channels_last or p.N < 2 or p.dx_bytes < NCHW_IN_PLACE_BYTES:
+        return False
+    avail = _memory.available_bytes()
+    if avail is None:
+        return False
+    # the pool's cached blocks would go back first (_memory.check_peak)
+    avail += _memory.memory_pool_stats()["cached_bytes"]
+    return 2 * p.dx_bytes + p.dy.nbytes > avail
 
 
 def _round(value, mode):

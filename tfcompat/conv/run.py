@@ -1,5 +1,6 @@
 """A Conv2DBackpropInput call: the problem (images one pixel wide as one pixel tall), the
 strategy, dy and dx in NHWC, and the strategy's runner."""
+import dataclasses
 import logging
 
 import numpy as np
@@ -8,7 +9,7 @@ from .. import _memory
 from .._arrays import swap_inner_axes
 from .._threads import kernel_threads
 from .machine import current_machine
-from .problem import nchw_in_place
+from .problem import nchw_needs_in_place
 from .strategies import STRATEGIES, ConvChoice, choose, forced_name
 
 # ``logging.getLogger("tfcompat.conv").setLevel(logging.DEBUG)`` (with a handler): one line per
@@ -50,6 +51,8 @@ def run_conv(problem, strategies=STRATEGIES, as_rows=True):
     q, strategy, choice = _choice(p, nthreads, strategies, as_rows)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("conv %s, %d threads: %s", describe(p), nthreads, choice)
+    if nchw_needs_in_place(q):
+        q = dataclasses.replace(q, nchw_in_place=True)
     # dx and the layout's copies, before anything is allocated; the strategy's scratch is
     # checked with them where it is known (plans.run, onednn.run_matmul)
     _memory.check_peak(q.dx_bytes + q.layout_bytes(), "inputShape",
@@ -66,11 +69,11 @@ def run_conv(problem, strategies=STRATEGIES, as_rows=True):
 
 
 def _to_nchw(q, dx, nthreads):
-    """The kernels' NHWC dx as NCHW: a transposed copy, or, for a large dx of two or more
-    images, the same buffer transposed one image at a time through a one-image copy (dx
-    plus one image at the peak, not two dx; docs/semantics.md §7)."""
+    """The kernels' NHWC dx as NCHW: a transposed copy, or, where that would not fit in
+    memory (``q.nchw_in_place``), the same buffer transposed one image at a time through a
+    one-image copy (dx plus one image at the peak, not two dx; docs/semantics.md §11)."""
     n, h, w, c = dx.shape
-    if not nchw_in_place(q):
+    if not q.nchw_in_place:
         return swap_inner_axes(dx.reshape(n, h * w, c), nthreads).reshape(n, c, h, w)
     flat = dx.reshape(n, h * w * c)
     for i in range(n):
