@@ -65,6 +65,23 @@ class ResizeNearestNeighborGrad(ResizeBilinearGrad):
     op = "nearest"
 
 
+class ResizeBilinear(_Base):
+    """TF's forward resize of each workload's image to its dy's size."""
+    op = "bilinear"
+    params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
+    param_names = ["shape", "flags", "threads"]
+
+    def setup(self, shape, flags, threads):
+        _threads(threads)
+        funcs, _ = I.make_forward(shape, self.op, flags, threads, np.random.default_rng(0),
+                                  only="tfcompat")
+        self.fn = funcs["tfcompat"]
+
+
+class ResizeNearestNeighbor(ResizeBilinear):
+    op = "nearest"
+
+
 class InterpolateBackward(_Base):
     params = [list(INTERP), ["NXC", "NCX"], THREADS]
     param_names = ["shape", "layout", "threads"]

@@ -1,6 +1,6 @@
 """Side-by-side timings of tfcompat against TensorFlow (and PyTorch where installed).
 
-    python -m asv_benchmarks.compare [resize|interp|conv|all] [--repeat 7] [--threads 2]
+    python -m asv_benchmarks.compare [resize|forward|interp|conv|all] [--repeat 7] [--threads 2]
                                      [--warmup 0.1] [--dtypes float32,float16,...] [--peers]
                                      [--json out.json] [--plot out.png] [--markdown]
 
@@ -174,6 +174,14 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
                 for flags in ("legacy", "align", "half"):
                     funcs, nbytes = I.make_resize(sid, op, flags, threads, rng, peers=peers)
                     bandwidth_row(f"{sid} {op} {flags}", funcs, nbytes, _dy_nbytes(RESIZE[sid]))
+    if which in ("forward", "all"):
+        for sid in RESIZE:
+            for op in ("bilinear", "nearest"):
+                for flags in ("legacy", "align", "half"):
+                    funcs, nbytes = I.make_forward(sid, op, flags, threads, rng)
+                    img = int(np.prod(RESIZE[sid][0])) * 4
+                    # the floor reads the image and writes the output
+                    bandwidth_row(f"{sid} {op} {flags} forward", funcs, nbytes, img)
     if which in ("interp", "all"):
         for sid in INTERP:
             for layout in ("NXC", "NCX"):
@@ -322,7 +330,8 @@ def plot(rows, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", nargs="?", default="all", choices=("resize", "interp", "conv", "all"))
+    ap.add_argument("which", nargs="?", default="all",
+                    choices=("resize", "forward", "interp", "conv", "all"))
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=WARMUP_S,

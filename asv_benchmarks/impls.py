@@ -95,6 +95,35 @@ def make_resize(shape_id, op, flags, threads, rng, only=None, peers=()):
     return impls, bytes_moved
 
 
+def make_forward(shape_id, op, flags, threads, rng, only=None):
+    """TF's forward resize of a workload's image to its dy's size: ours, TF's raw op and
+    PyTorch's F.interpolate (channels-last, the modes it shares with TF)."""
+    img_shape, dy_shape = RESIZE[shape_id]
+    img = rng.standard_normal(img_shape).astype(np.float32)
+    size = list(dy_shape[1:3])
+    align, half = FLAGS[flags]
+    fn = tfcompat.resize_bilinear if op == "bilinear" else tfcompat.resize_nearest_neighbor
+    impls = {"tfcompat": lambda: fn(img, size, align_corners=align, half_pixel_centers=half)}
+    tf = tf_module() if only in (None, "tensorflow") else None
+    if tf is not None:
+        imgt = tf.constant(img)
+        op_tf = tf.raw_ops.ResizeBilinear if op == "bilinear" else tf.raw_ops.ResizeNearestNeighbor
+        impls["tensorflow"] = lambda: op_tf(images=imgt, size=size, align_corners=align,
+                                            half_pixel_centers=half).numpy()
+    torch = torch_module(threads) if only in (None, "torch") else None
+    mode = {("bilinear", "align"): ("bilinear", True), ("bilinear", "half"): ("bilinear", False),
+            ("nearest", "legacy"): ("nearest", None),
+            ("nearest", "half"): ("nearest-exact", None)}.get((op, flags))
+    if torch is not None and mode is not None:
+        import torch.nn.functional as F
+        x = torch.from_numpy(np.moveaxis(img, -1, 1).copy()).contiguous(
+            memory_format=torch.channels_last)
+        kw = {} if mode[1] is None else {"align_corners": mode[1]}
+        impls["torch"] = lambda: F.interpolate(x, size=tuple(size), mode=mode[0], **kw)
+    out_bytes = dy_shape[0] * size[0] * size[1] * dy_shape[3] * 4
+    return impls, img.nbytes + out_bytes
+
+
 def _torch_resize(torch, dy, img_shape, mode):
     """PyTorch's upsample backward, channels-last (the same memory layout as ours)."""
     import torch.nn.functional as F

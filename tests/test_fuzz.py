@@ -20,7 +20,6 @@ TF has no such op: float64 linear interpolation, and NCHW or dilated convs, whic
 kernel runs only with oneDNN; 15 s on 2 cores).
 """
 import numpy as np
-import pytest
 
 import tfcompat as T
 from conformance import oracles as O, runner

@@ -12,6 +12,7 @@ tfcompat/csrc/ beside the C headers it uses:
     linear.pxi       linear resampling backward
     nearest.pxi      nearest-neighbour resampling backward
     plan.pxi         ResamplePlan: the one entry point of the resampling kernels
+    forward.pxi      the forward resizes: ResizeBilinear, ResizeNearestNeighbor
     conv_core.pxi    Conv2DBackpropInput: what every strategy shares (sizes, phases, taps)
     conv_col2im.pxi  its strategies, each with its argument struct: the col2im,
     conv_gather.pxi    the BLAS gather,
@@ -49,6 +50,7 @@ include "csrc/rows.pxi"
 include "csrc/linear.pxi"
 include "csrc/nearest.pxi"
 include "csrc/plan.pxi"
+include "csrc/forward.pxi"
 include "csrc/conv_core.pxi"
 include "csrc/conv_col2im.pxi"
 include "csrc/conv_gather.pxi"

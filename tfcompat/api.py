@@ -9,8 +9,9 @@ import numpy as np
 
 from . import _checks as ck
 from .conv import problem as _conv
-from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                           RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR,
+                           RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                           RESIZE_NEAREST_NEIGHBOR_GRAD)
 from . import registry
 from .registry import get_kernel
 
@@ -26,6 +27,9 @@ _NAMES = {
     CONV2D_BACKPROP_INPUT: {"dy": "out_backprop", "inputShape": "input_sizes",
                             "dataFormat": "data_format", "pad": "explicit_paddings"},
     RESIZE_GRAD: {"dY": "dy", "X": "x"},
+    RESIZE_BILINEAR: {"alignCorners": "align_corners", "halfPixelCenters": "half_pixel_centers"},
+    RESIZE_NEAREST_NEIGHBOR: {"alignCorners": "align_corners",
+                              "halfPixelCenters": "half_pixel_centers"},
 }
 _PATTERNS = {k: re.compile(r"(?<![\w.'\"])(" + "|".join(map(re.escape, v)) + r")(?![\w])")
              for k, v in _NAMES.items()}
@@ -45,6 +49,53 @@ def _run(kernel_name, backend, inputs, attrs):
         if message == str(exc):
             raise
         raise type(exc)(message) from None
+
+
+def resize_bilinear(images, size, *, align_corners=False, half_pixel_centers=False,
+                    backend=None):
+    """TF's bilinear resize (``tf.raw_ops.ResizeBilinear``), bit for bit on the CPU.
+
+    ``out = top + (bottom - top) * y_lerp`` with ``top = tl + (tr - tl) * x_lerp`` (and
+    ``bottom`` likewise) over the four source pixels of each output pixel, in float32 with
+    TF's float32 coordinates (docs/semantics.md §12).
+
+    Parameters
+    ----------
+    images : array-like, shape [B, I_h, I_w, C]: float16, bfloat16, float32, float64, int8,
+        uint8, int16, uint16, int32 or int64 (each value read as float32, as TF reads it).
+    size : two positive ints, [O_h, O_w].
+    align_corners, half_pixel_centers : bool
+        As in ``tf.raw_ops.ResizeBilinear``; both True is an error.
+
+    Returns
+    -------
+    numpy.ndarray, float32, of shape [B, O_h, O_w, C].
+    """
+    return _run(RESIZE_BILINEAR, backend, {"images": images},
+                {"size": size, "alignCorners": align_corners,
+                 "halfPixelCenters": half_pixel_centers})
+
+
+def resize_nearest_neighbor(images, size, *, align_corners=False, half_pixel_centers=False,
+                            backend=None):
+    """TF's nearest-neighbour resize (``tf.raw_ops.ResizeNearestNeighbor``): each output
+    pixel a copy of the source pixel TF's float32 coordinates pick (docs/semantics.md §12).
+
+    Parameters
+    ----------
+    images : array-like, shape [B, I_h, I_w, C], of the dtypes of :func:`resize_bilinear`;
+        height and width below 2^24.
+    size : two positive ints, [O_h, O_w].
+    align_corners, half_pixel_centers : bool
+        As in ``tf.raw_ops.ResizeNearestNeighbor``; both True is an error.
+
+    Returns
+    -------
+    numpy.ndarray of the images' dtype and shape [B, O_h, O_w, C].
+    """
+    return _run(RESIZE_NEAREST_NEIGHBOR, backend, {"images": images},
+                {"size": size, "alignCorners": align_corners,
+                 "halfPixelCenters": half_pixel_centers})
 
 
 def resize_bilinear_grad(grads, original_image, *, align_corners=False, half_pixel_centers=False,

@@ -1,4 +1,5 @@
-"""The five kernels: their registry names, and their inputs and attributes as TypedDicts.
+"""The kernels: their registry names, and their inputs and attributes as TypedDicts. The five
+backward kernels, and TF's two forward resizes.
 
 Names and keys are tfjs's (``dy``, ``alignCorners``, ...) for the TF kernels, oneDNN graph
 API's for ``InterpolateBackward`` and ONNX Runtime's for ``ResizeGrad``. The semantics of every
@@ -18,6 +19,25 @@ RESIZE_GRAD = "ResizeGrad"
 
 KERNEL_NAMES = (RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, CONV2D_BACKPROP_INPUT,
                 INTERPOLATE_BACKWARD, RESIZE_GRAD)
+
+# TF's forward resizes (the backward's forward: what a port needs on both sides)
+RESIZE_BILINEAR = "ResizeBilinear"
+RESIZE_NEAREST_NEIGHBOR = "ResizeNearestNeighbor"
+FORWARD_KERNEL_NAMES = (RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR)
+
+
+class ResizeBilinearInputs(TypedDict):
+    images: ArrayLike       # [B, I_h, I_w, C]: float, integer (not uint32/uint64) or half types
+
+
+class ResizeBilinearAttrs(TypedDict, total=False):
+    size: Sequence[int]     # [O_h, O_w] (required)
+    alignCorners: bool
+    halfPixelCenters: bool
+
+
+ResizeNearestNeighborInputs = ResizeBilinearInputs
+ResizeNearestNeighborAttrs = ResizeBilinearAttrs
 
 
 class ResizeBilinearGradInputs(TypedDict):

@@ -1,8 +1,8 @@
 """The ``cython`` backend: the product.
 
 Every kernel function validates through the parsers (tfcompat/_resample.py,
-tfcompat/conv/problem.py), then runs one plan (tfcompat/csrc/plan.pxi; the conv's strategies:
-tfcompat/conv/).
+tfcompat/conv/problem.py, tfcompat/_forward.py), then runs one plan (tfcompat/csrc/plan.pxi;
+the conv's strategies: tfcompat/conv/; the forward resizes: tfcompat/csrc/forward.pxi).
 
 Repeated calls: a resampling call whose inputs are NumPy arrays in the machine's byte order
 and whose attributes are plain values has a *call key* holding everything the parser reads
@@ -15,7 +15,7 @@ The conv keeps the tables that depend on its shapes only in the same cache.
 """
 import numpy as np
 
-from .. import _memory, _resample as rs, _tables
+from .. import _checks as ck, _forward as fw, _memory, _resample as rs, _tables
 from .._arrays import round_to, to_float32
 from .._plans import PLANS as _PLANS
 from .._simd import kernels as _kernels
@@ -23,7 +23,8 @@ from .._threads import kernel_threads, most_threads
 from ..conv.problem import conv_problem
 from ..conv.run import run_conv
 from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, PARAMETER_INPUTS,
-                            RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+                            RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                            RESIZE_NEAREST_NEIGHBOR, RESIZE_NEAREST_NEIGHBOR_GRAD)
 from ..registry import KernelConfig
 
 BACKEND = "cython"
@@ -137,7 +138,7 @@ _OUT_NAMES = {RESIZE_BILINEAR_GRAD: "images", RESIZE_NEAREST_NEIGHBOR_GRAD: "ima
 
 def _resample_peak(layout, plan, channels, gather_runs):
     """(bytes at the peak of building the tables, bytes of the tables kept, bytes a call
-    allocates) of a resampling plan: docs/semantics.md §7's formula. Per outer axis (in, out
+    allocates) of a resampling plan: docs/semantics.md §11's formula. Per outer axis (in, out
     its dx and dy sizes; n its gather entries, out for nearest, at most 2 out for linear) the
     build holds the forward map (16 out linear, 8 out nearest), the offsets 4 (in + 1), a
     cursor 4 in and the entries 16 n, and keeps the offsets and 16 n (linear) or 4 n
@@ -253,10 +254,88 @@ def conv2d_backprop_input(inputs, attrs):
     return run_conv(conv_problem(inputs, attrs))
 
 
+# -- the forward resizes ---------------------------------------------------------------------
+
+class ForwardPlan:
+    """The axis tables of a forward resize (coords.pxi's maps: TF's lower and upper source
+    index and lerp per output index, or the nearest source index), per kernel and axes."""
+
+    __slots__ = ("tables", "nbytes")
+
+    def __init__(self, problem):
+        maps = []
+        for a in problem.axes:
+            if problem.linear:
+                lo, hi = np.empty(a.out_size, np.int32), np.empty(a.out_size, np.int32)
+                w_lo, lerp = np.empty(a.out_size, F32), np.empty(a.out_size, F32)
+                _kernels.linear_axis_map(a.rule, a.in_size, a.out_size, 0.0, lo, hi, w_lo,
+                                         lerp)
+                maps += [lo, hi, lerp]
+            else:
+                index = np.empty(a.out_size, np.int32)
+                _kernels.nearest_axis_map(a.rule, a.in_size, a.out_size, index)
+                maps.append(index)
+        self.tables = tuple(maps)
+        self.nbytes = sum(t.nbytes for t in maps)
+
+    def __call__(self, problem, nthreads):
+        images = problem.images
+        out_bytes = _prod(problem.out_shape) * problem.out_dtype.itemsize
+        widen = problem.linear and images.dtype in (ck.FLOAT16, ck.BFLOAT16)
+        copy = 0 if images.flags.c_contiguous and images.flags.aligned else images.nbytes
+        # dx, a float32 copy of a half-type image, or a copy of a strided one; each thread's
+        # two lerped rows
+        peak = (out_bytes + (images.size * 4 if widen else copy)
+                + 8 * problem.out_shape[2] * problem.out_shape[3] * nthreads)
+        if peak >= _memory.CHECK_FROM_BYTES:
+            _memory.check_peak(peak, "size", "the output and the images' copies")
+        out = _memory.empty(problem.out_shape, problem.out_dtype)
+        if widen:
+            src = to_float32(images, nthreads)
+        else:
+            src = np.require(images, requirements="CA")
+        if problem.linear:
+            _kernels.bilinear_forward(src, out, *self.tables, nthreads)
+        else:
+            _kernels.nearest_forward(src, out, *self.tables, nthreads)
+        return out
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _forward(problem):
+    if problem.empty:
+        return np.zeros(problem.out_shape, problem.out_dtype)
+    if problem.linear and problem.identity:
+        # TF casts an image resized to its own size (docs/semantics.md §12)
+        return problem.images.astype(F32)
+    key = ("forward", problem.kernel, problem.axes)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = ForwardPlan(problem)
+        _PLANS.put(key, plan)
+    return plan(problem, kernel_threads())
+
+
+def resize_bilinear(inputs, attrs):
+    return _forward(fw.resize_bilinear_problem(inputs, attrs))
+
+
+def resize_nearest_neighbor(inputs, attrs):
+    return _forward(fw.resize_nearest_neighbor_problem(inputs, attrs))
+
+
 KERNEL_CONFIGS = (
     KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
     KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
     KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
+    KernelConfig(RESIZE_BILINEAR, BACKEND, resize_bilinear),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR, BACKEND, resize_nearest_neighbor),
     KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
     KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
 )

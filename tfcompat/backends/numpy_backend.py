@@ -9,11 +9,12 @@ matrix, stored as index/weight pairs.
 """
 import numpy as np
 
-from .. import _resample as rs
+from .. import _forward as fw, _resample as rs
 from ..conv import problem as _conv
 from .._resample import Rule
-from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR,
+                            RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                            RESIZE_NEAREST_NEIGHBOR_GRAD)
 from ..registry import KernelConfig
 
 F32 = np.float32
@@ -168,7 +169,46 @@ def resize_grad(inputs, attrs):
     return resample(rs.resize_grad_problem(inputs, attrs))
 
 
+def forward(problem, absolute=False):
+    """Reference forward resize: each output the sum over its taps (the same taps as the
+    backward's, axis_taps) of w_y * w_x * image, in float64 (the images read as float32 for
+    the bilinear resize, as TF reads them), so within tolerance of TF's float32 lerps, not
+    their bits; nearest is a copy. An image resized to its own size is the image (TF's cast).
+    ``absolute=True``: the same of |image| (the metric's magnitude)."""
+    if problem.empty:
+        return np.zeros(problem.out_shape, dtype=problem.out_dtype)
+    data = problem.images
+    if problem.linear:
+        data = data.astype(F32).astype(np.float64)
+        if absolute:
+            data = np.abs(data)
+        if problem.identity:
+            return data.astype(problem.out_dtype)
+    elif absolute:
+        data = np.abs(data.astype(np.float64))
+    for k, axis in enumerate(problem.axes):
+        taps = axis_taps(axis)
+        moved = np.moveaxis(data, 1 + k, 0)
+        if problem.linear:
+            out = sum(moved[idx] * w.astype(np.float64).reshape((-1,) + (1,) * (moved.ndim - 1))
+                      for idx, w in taps)
+        else:
+            out = moved[taps[0][0]]
+        data = np.moveaxis(out, 0, 1 + k)
+    return np.ascontiguousarray(data).astype(problem.out_dtype)
+
+
+def resize_bilinear(inputs, attrs):
+    return forward(fw.resize_bilinear_problem(inputs, attrs))
+
+
+def resize_nearest_neighbor(inputs, attrs):
+    return forward(fw.resize_nearest_neighbor_problem(inputs, attrs))
+
+
 KERNEL_CONFIGS = (
+    KernelConfig(RESIZE_BILINEAR, BACKEND, resize_bilinear),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR, BACKEND, resize_nearest_neighbor),
     KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
     KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
     KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),

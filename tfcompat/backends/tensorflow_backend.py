@@ -1,9 +1,10 @@
-"""The ``tensorflow`` backend: the five kernels delegating to TensorFlow's own ops.
+"""The ``tensorflow`` backend: the kernels delegating to TensorFlow's own ops.
 
 TensorFlow is imported on the first call, never on ``import tfcompat``. Ops run where TF
 places them (a GPU when TF has one) unless :func:`on_device` says otherwise.
 
-* ResizeBilinearGrad / ResizeNearestNeighborGrad / Conv2DBackpropInput: TF's raw grad ops.
+* ResizeBilinearGrad / ResizeNearestNeighborGrad / Conv2DBackpropInput: TF's raw grad ops;
+  ResizeBilinear / ResizeNearestNeighbor: TF's raw forward ops.
 * InterpolateBackward: the raw grad op for 2-D channels-last; otherwise the gradient, taken
   with ``tf.GradientTape``, of a chain of one-axis resizes (each a 2-D TF resize whose other
   axis is resized to its own size, which is the identity in every TF mapping).
@@ -14,11 +15,12 @@ import contextlib
 
 import numpy as np
 
-from .. import _checks as ck, _resample as rs
+from .. import _checks as ck, _forward as fw, _resample as rs
 from ..conv import problem as _conv
 from .._resample import Rule
-from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD,
-                            RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from ..kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_BILINEAR,
+                            RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                            RESIZE_NEAREST_NEIGHBOR_GRAD)
 from ..registry import KernelConfig, UnsupportedError
 
 BACKEND = "tensorflow"
@@ -192,7 +194,29 @@ def resize_grad(inputs, attrs):
     return _run(rs.resize_grad_problem, _resize_grad, inputs, attrs)
 
 
+def _forward(problem):
+    tf = _tf()
+    op = tf.raw_ops.ResizeBilinear if problem.linear else tf.raw_ops.ResizeNearestNeighbor
+    rule = problem.axes[0].rule
+    align, half = (_TF_LINEAR if problem.linear else _TF_NEAREST)[rule]
+    with _scope(tf):
+        out = op(images=tf.constant(problem.images),
+                 size=[a.out_size for a in problem.axes], align_corners=align,
+                 half_pixel_centers=half)
+    return _to_numpy(out, problem.out_dtype)
+
+
+def resize_bilinear(inputs, attrs):
+    return _run(fw.resize_bilinear_problem, _forward, inputs, attrs)
+
+
+def resize_nearest_neighbor(inputs, attrs):
+    return _run(fw.resize_nearest_neighbor_problem, _forward, inputs, attrs)
+
+
 KERNEL_CONFIGS = (
+    KernelConfig(RESIZE_BILINEAR, BACKEND, resize_bilinear),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR, BACKEND, resize_nearest_neighbor),
     KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
     KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
     KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
