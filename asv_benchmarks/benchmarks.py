@@ -51,13 +51,14 @@ def _threads(threads):
 
 class ResizeBilinearGrad(_Base):
     op = "bilinear"
+    make = staticmethod(I.make_resize)
     params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
     param_names = ["shape", "flags", "threads"]
 
     def setup(self, shape, flags, threads):
         _threads(threads)
-        funcs, _ = I.make_resize(shape, self.op, flags, threads, np.random.default_rng(0),
-                                 only="tfcompat")
+        funcs, _ = self.make(shape, self.op, flags, threads, np.random.default_rng(0),
+                             only="tfcompat")
         self.fn = funcs["tfcompat"]
 
 
@@ -65,17 +66,9 @@ class ResizeNearestNeighborGrad(ResizeBilinearGrad):
     op = "nearest"
 
 
-class ResizeBilinear(_Base):
+class ResizeBilinear(ResizeBilinearGrad):
     """TF's forward resize of each workload's image to its dy's size."""
-    op = "bilinear"
-    params = [list(RESIZE), ["legacy", "align", "half"], THREADS]
-    param_names = ["shape", "flags", "threads"]
-
-    def setup(self, shape, flags, threads):
-        _threads(threads)
-        funcs, _ = I.make_forward(shape, self.op, flags, threads, np.random.default_rng(0),
-                                  only="tfcompat")
-        self.fn = funcs["tfcompat"]
+    make = staticmethod(I.make_forward)
 
 
 class ResizeNearestNeighbor(ResizeBilinear):

@@ -168,20 +168,18 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
         copies.append(copy)
         rows.append(_row(name, "float32", t, funcs, gbs=nbytes / t["tfcompat"] / 1e9, copy=copy))
 
-    if which in ("resize", "all"):
+    for kind, make in (("resize", I.make_resize), ("forward", I.make_forward)):
+        if which not in (kind, "all"):
+            continue
         for sid in RESIZE:
+            # the floor reads dy (the grads) or the image (the forward) and writes the output
+            src = (_dy_nbytes(RESIZE[sid]) if kind == "resize"
+                   else int(np.prod(RESIZE[sid][0])) * 4)
             for op in ("bilinear", "nearest"):
                 for flags in ("legacy", "align", "half"):
-                    funcs, nbytes = I.make_resize(sid, op, flags, threads, rng, peers=peers)
-                    bandwidth_row(f"{sid} {op} {flags}", funcs, nbytes, _dy_nbytes(RESIZE[sid]))
-    if which in ("forward", "all"):
-        for sid in RESIZE:
-            for op in ("bilinear", "nearest"):
-                for flags in ("legacy", "align", "half"):
-                    funcs, nbytes = I.make_forward(sid, op, flags, threads, rng)
-                    img = int(np.prod(RESIZE[sid][0])) * 4
-                    # the floor reads the image and writes the output
-                    bandwidth_row(f"{sid} {op} {flags} forward", funcs, nbytes, img)
+                    funcs, nbytes = make(sid, op, flags, threads, rng, peers=peers)
+                    name = f"{sid} {op} {flags}" + (" forward" if kind == "forward" else "")
+                    bandwidth_row(name, funcs, nbytes, src)
     if which in ("interp", "all"):
         for sid in INTERP:
             for layout in ("NXC", "NCX"):

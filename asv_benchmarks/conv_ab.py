@@ -159,6 +159,7 @@ def main(argv=None):
           f"{nthreads} threads; {machine.describe()}")
     if args.what == "nchw":
         rows = nchw_ab(args.rounds, args.repeat)
+        print("# BLAS:", blas_line(blas_info()))
         _summary(rows, "variant")
         return 0
     rows = []

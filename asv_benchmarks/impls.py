@@ -14,6 +14,10 @@ import tfcompat  # noqa: E402
 from .shapes import CONV, INTERP, RESIZE, conv_out  # noqa: E402
 
 FLAGS = {"legacy": (False, False), "align": (True, False), "half": (False, True)}
+# (op, flags) -> PyTorch's F.interpolate (mode, align_corners) for the TF modes it has
+TORCH_MODES = {("bilinear", "align"): ("bilinear", True), ("bilinear", "half"): ("bilinear", False),
+               ("nearest", "legacy"): ("nearest", None),
+               ("nearest", "half"): ("nearest-exact", None)}
 # implementations timed beside ours and TF's, in the order the tables show them
 OTHERS = ("torch", "tfjs-cpu", "onednn", "onednn-graph", "jax", "jax-antialias")
 
@@ -83,9 +87,7 @@ def make_resize(shape_id, op, flags, threads, rng, only=None, peers=()):
                 grads=dyt, size=list(img_shape[1:3]), align_corners=align,
                 half_pixel_centers=half).numpy()
     torch = torch_module(threads) if only in (None, "torch") else None
-    mode = {("bilinear", "align"): ("bilinear", True), ("bilinear", "half"): ("bilinear", False),
-            ("nearest", "legacy"): ("nearest", None),
-            ("nearest", "half"): ("nearest-exact", None)}.get((op, flags))
+    mode = TORCH_MODES.get((op, flags))
     if torch is not None and mode is not None:
         impls["torch"] = _torch_resize(torch, dy, img_shape, mode)
     kernel = "ResizeBilinearGrad" if op == "bilinear" else "ResizeNearestNeighborGrad"
@@ -95,9 +97,10 @@ def make_resize(shape_id, op, flags, threads, rng, only=None, peers=()):
     return impls, bytes_moved
 
 
-def make_forward(shape_id, op, flags, threads, rng, only=None):
-    """TF's forward resize of a workload's image to its dy's size: ours, TF's raw op and
-    PyTorch's F.interpolate (channels-last, the modes it shares with TF)."""
+def make_forward(shape_id, op, flags, threads, rng, only=None, peers=()):
+    """TF's forward resize of a workload's image to its dy's size: ours, TF's raw op,
+    PyTorch's F.interpolate (channels-last, the modes it shares with TF) and the peers that
+    register the forward kernel."""
     img_shape, dy_shape = RESIZE[shape_id]
     img = rng.standard_normal(img_shape).astype(np.float32)
     size = list(dy_shape[1:3])
@@ -111,15 +114,16 @@ def make_forward(shape_id, op, flags, threads, rng, only=None):
         impls["tensorflow"] = lambda: op_tf(images=imgt, size=size, align_corners=align,
                                             half_pixel_centers=half).numpy()
     torch = torch_module(threads) if only in (None, "torch") else None
-    mode = {("bilinear", "align"): ("bilinear", True), ("bilinear", "half"): ("bilinear", False),
-            ("nearest", "legacy"): ("nearest", None),
-            ("nearest", "half"): ("nearest-exact", None)}.get((op, flags))
+    mode = TORCH_MODES.get((op, flags))
     if torch is not None and mode is not None:
         import torch.nn.functional as F
         x = torch.from_numpy(np.moveaxis(img, -1, 1).copy()).contiguous(
             memory_format=torch.channels_last)
         kw = {} if mode[1] is None else {"align_corners": mode[1]}
         impls["torch"] = lambda: F.interpolate(x, size=tuple(size), mode=mode[0], **kw)
+    kernel = "ResizeBilinear" if op == "bilinear" else "ResizeNearestNeighbor"
+    impls.update(peer_funcs(kernel, {"images": img}, {"size": size, "alignCorners": align,
+                                                      "halfPixelCenters": half}, peers))
     out_bytes = dy_shape[0] * size[0] * size[1] * dy_shape[3] * 4
     return impls, img.nbytes + out_bytes
 

@@ -67,7 +67,7 @@ def _attrs_json(attrs):
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
 
 
-def _same_bits(got, ref):
+def same_bits(got, ref):
     """The same bits, every NaN counting as one value: a NaN's sign and payload are the first
     NaN operand's (x86), so they follow the order of the operands, not the values
     (docs/semantics.md §9)."""
@@ -94,7 +94,7 @@ def grade(case, got, ref, scale, bitwise_required):
         outcome, note = "differs", f"shape {list(np.shape(got))}, oracle {list(np.shape(ref))}"
     elif not cmp.passed:
         outcome = "differs"
-    elif _same_bits(np.asarray(got).astype(dt, copy=False), np.asarray(ref).astype(dt, copy=False)):
+    elif same_bits(np.asarray(got).astype(dt, copy=False), np.asarray(ref).astype(dt, copy=False)):
         outcome = "bitwise"
     else:
         outcome = "within"

@@ -9,6 +9,7 @@ import pytest
 
 import tfcompat as T
 from conformance import metric
+from conformance.runner import same_bits
 
 from helpers import tf_or_skip
 
@@ -37,16 +38,6 @@ def _images(rng, b, ih, iw, c, dtype):
     return x.astype(dtype)
 
 
-def _same_bits(got, ref):
-    """Equal bits, any NaN equal to any NaN (docs/semantics.md §9)."""
-    got, ref = np.array(got), np.array(ref)
-    assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape, got.dtype)
-    if got.dtype.kind == "f" or got.dtype == ml_dtypes.bfloat16:
-        both = np.isnan(got.astype(np.float32)) & np.isnan(ref.astype(np.float32))
-        got[both] = ref[both] = 0
-    return np.array_equal(got.view(np.uint8), ref.view(np.uint8))
-
-
 @pytest.mark.parametrize("case", GRID, ids=["b{}_i{}x{}_o{}x{}_c{}_{}".format(
     *c[:6], np.dtype(c[6]).name) for c in GRID])
 def test_forward_equals_tf_bit_for_bit(case):
@@ -59,8 +50,8 @@ def test_forward_equals_tf_bit_for_bit(case):
         want_n = tf.raw_ops.ResizeNearestNeighbor(images=x, size=[oh, ow], **kw).numpy()
         for threads in (1, 2, 3):
             T.set_num_threads(threads)
-            assert _same_bits(T.resize_bilinear(x, [oh, ow], **kw), want_b), (kw, threads)
-            assert _same_bits(T.resize_nearest_neighbor(x, [oh, ow], **kw), want_n), kw
+            assert same_bits(T.resize_bilinear(x, [oh, ow], **kw), want_b), (kw, threads)
+            assert same_bits(T.resize_nearest_neighbor(x, [oh, ow], **kw), want_n), kw
 
 
 @pytest.mark.parametrize("size", [(4, 5), (2, 5), (7, 3)])
@@ -74,7 +65,7 @@ def test_infinities_and_nan_as_tf(size):
     for align, half in FLAGS:
         kw = dict(align_corners=align, half_pixel_centers=half)
         want = tf.raw_ops.ResizeBilinear(images=x, size=list(size), **kw).numpy()
-        assert _same_bits(T.resize_bilinear(x, size, **kw), want), kw
+        assert same_bits(T.resize_bilinear(x, size, **kw), want), kw
 
 
 def test_an_image_resized_to_its_size_is_cast():
@@ -113,7 +104,7 @@ def test_numpy_reference_within_the_metric_of_tf(case):
                                   **kw)
         assert metric.compare(got, want, scale, np.float32).passed, kw
         want = tf.raw_ops.ResizeNearestNeighbor(images=x, size=[oh, ow], **kw).numpy()
-        assert _same_bits(T.resize_nearest_neighbor(x, [oh, ow], backend="numpy", **kw), want)
+        assert same_bits(T.resize_nearest_neighbor(x, [oh, ow], backend="numpy", **kw), want)
 
 
 @pytest.mark.parametrize("form", ["strided", "fortran", "byteswapped", "list", "read-only"])
@@ -135,8 +126,8 @@ def test_inputs_in_any_form(form):
     else:
         given = x.copy()
         given.flags.writeable = False
-    assert _same_bits(T.resize_bilinear(given, [9, 7], half_pixel_centers=True), want_b)
-    assert _same_bits(T.resize_nearest_neighbor(given, [9, 7], half_pixel_centers=True), want_n)
+    assert same_bits(T.resize_bilinear(given, [9, 7], half_pixel_centers=True), want_b)
+    assert same_bits(T.resize_nearest_neighbor(given, [9, 7], half_pixel_centers=True), want_n)
 
 
 def test_empty_batch_and_channels_give_empty_outputs():

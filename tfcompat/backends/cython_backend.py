@@ -13,6 +13,8 @@ parsed, and its plan is found by its layout. Both live in one bounded cache (tfc
 validates once and memory stays bounded.
 The conv keeps the tables that depend on its shapes only in the same cache.
 """
+import math
+
 import numpy as np
 
 from .. import _checks as ck, _forward as fw, _memory, _resample as rs, _tables
@@ -265,22 +267,15 @@ class ForwardPlan:
     def __init__(self, problem):
         maps = []
         for a in problem.axes:
-            if problem.linear:
-                lo, hi = np.empty(a.out_size, np.int32), np.empty(a.out_size, np.int32)
-                w_lo, lerp = np.empty(a.out_size, F32), np.empty(a.out_size, F32)
-                _kernels.linear_axis_map(a.rule, a.in_size, a.out_size, 0.0, lo, hi, w_lo,
-                                         lerp)
-                maps += [lo, hi, lerp]
-            else:
-                index = np.empty(a.out_size, np.int32)
-                _kernels.nearest_axis_map(a.rule, a.in_size, a.out_size, index)
-                maps.append(index)
+            fwd = _tables.forward_map(a)
+            # linear: lo, hi and w_hi, TF's lerp; nearest: the index
+            maps += [fwd[0], fwd[1], fwd[3]] if problem.linear else [fwd[0]]
         self.tables = tuple(maps)
         self.nbytes = sum(t.nbytes for t in maps)
 
     def __call__(self, problem, nthreads):
         images = problem.images
-        out_bytes = _prod(problem.out_shape) * problem.out_dtype.itemsize
+        out_bytes = math.prod(problem.out_shape) * problem.out_dtype.itemsize
         widen = problem.linear and images.dtype in (ck.FLOAT16, ck.BFLOAT16)
         copy = 0 if images.flags.c_contiguous and images.flags.aligned else images.nbytes
         # dx, a float32 copy of a half-type image, or a copy of a strided one; each thread's
@@ -299,13 +294,6 @@ class ForwardPlan:
         else:
             _kernels.nearest_forward(src, out, *self.tables, nthreads)
         return out
-
-
-def _prod(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _forward(problem):
