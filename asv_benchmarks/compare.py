@@ -329,7 +329,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", nargs="?", default="all",
-                    choices=("resize", "forward", "interp", "conv", "all"))
+                    choices=("resize", "forward", "interp", "conv", "torch", "all"),
+                    help="'torch': the PyTorch front (asv_benchmarks/torch_front.py), its own "
+                         "table; 'all' is the other four")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=WARMUP_S,
@@ -345,9 +347,13 @@ def main(argv=None):
     ap.add_argument("--slow", type=float, default=0.5,
                     help="an implementation whose first call takes longer is timed apart with "
                          "three runs (default 0.5 s)")
+    ap.add_argument("--workloads", help="torch: the workloads, comma separated (default T0 "
+                    "and R1-R4)")
     args = ap.parse_args(argv)
     if args.repeat < 7:
         print("note: fewer than 7 repeats", file=sys.stderr)
+    if args.which == "torch":
+        return _torch_main(args)
     peers = ()
     if args.peers:
         from conformance import peers as P
@@ -373,6 +379,24 @@ def main(argv=None):
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     if args.plot and plot(rows, args.plot):
         print(f"plot written to {args.plot}")
+    return 0
+
+
+def _torch_main(args):
+    from . import torch_front
+    import tfcompat
+    import torch
+    rows = torch_front.run(args.repeat, args.threads, args.warmup,
+                           args.workloads.split(",") if args.workloads else None)
+    print(f"# {platform.platform()}, {os.cpu_count()} CPUs, {args.threads} threads (ours and "
+          f"PyTorch's), median of {args.repeat} interleaved runs after {args.warmup} s of "
+          f"interleaved warm-up; torch {torch.__version__}, TF "
+          f"{getattr(I.tf_module(), '__version__', None)}; tfcompat {tfcompat.kernel_build()} "
+          "kernels")
+    print(torch_front.table(rows, args.markdown))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
     return 0
 
 

@@ -28,14 +28,19 @@ def to_float32(arr, nthreads):
     return out
 
 
-def round_to(dx, dtype, nthreads):
+def round_to(dx, dtype, nthreads, out=None):
     """The float32 array ``dx`` rounded once to ``dtype`` (nearest even), in parallel where
-    ``dtype`` is float16 or bfloat16."""
+    ``dtype`` is float16 or bfloat16; written into ``out`` (C-contiguous, of ``dtype`` and
+    dx's shape) when given."""
     kind = half_kind(dtype)
     if kind is None or dx.dtype != F32:
-        return dx.astype(dtype)
+        if out is None:
+            return dx.astype(dtype)
+        out[...] = dx
+        return out
     src = np.ascontiguousarray(dx)
-    out = _memory.empty(src.shape, dtype)
+    if out is None:
+        out = _memory.empty(src.shape, dtype)
     _kernels.from_float32(src, out, kind, nthreads)
     return out
 

@@ -44,6 +44,10 @@ class ForwardProblem:
     def empty(self):
         return 0 in self.out_shape
 
+    def with_images(self, images):
+        """This problem for other images of the same dtype and shape."""
+        return ForwardProblem(images, self.kernel, self.axes, self.out_dtype)
+
 
 def _size(value):
     size = ck.as_int_tuple(value, "size", (2,))

@@ -34,7 +34,8 @@ tfcompat/_kernels_avx2.pyx includes this file: the same kernels compiled with -m
 from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport floorf, ceilf, roundf
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int32_t, intptr_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport int32_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t
 from scipy.linalg.cython_blas cimport sgemm, dgemm
 
 import numpy as np

@@ -107,9 +107,14 @@ class ResamplePlan:
                                             self.work_per_thread)
         self.nbytes = tables.nbytes
 
-    def __call__(self, dy, nthreads):
+    def __call__(self, dy, nthreads, out=None):
+        """dx, written into ``out`` when given (C-contiguous, aligned, of the output's dtype
+        and shape: the PyTorch front's tensor)."""
         if self.empty:
-            return np.zeros(self.out_shape, dtype=self.out_dtype)
+            if out is None:
+                return np.zeros(self.out_shape, dtype=self.out_dtype)
+            out.fill(0)
+            return out
         flags = dy.flags
         contiguous = flags.c_contiguous and flags.aligned
         if self.large or not contiguous:
@@ -120,17 +125,21 @@ class ResamplePlan:
         work = (np.empty(self.work_per_thread * nthreads, F32) if self.work_per_thread
                 else None)
         if self.direct and contiguous:
-            dx = _memory.empty(self.out_shape, self.out_dtype)
+            dx = _memory.empty(self.out_shape, self.out_dtype) if out is None else out
             self.kernel.run(dy, dx, nthreads, work)
             return dx
         if self.widen:
             src = to_float32(dy, nthreads)
         else:
             src = np.require(dy, requirements="CA")
+        if out is not None and self.acc_dtype == self.out_dtype:
+            self.kernel.run(src, out, nthreads, work)
+            return out
         dx = _memory.empty(self.out_shape, self.acc_dtype)
         self.kernel.run(src, dx, nthreads, work)
-        return dx if dx.dtype == self.out_dtype else round_to(dx, self.out_dtype, nthreads)
-
+        if dx.dtype == self.out_dtype:
+            return dx
+        return round_to(dx, self.out_dtype, nthreads, out)
 
 
 # the registry's name of each resampling kernel's output-sizing input, for memory errors
@@ -225,13 +234,19 @@ def _resample(kernel_name, dy_name, parser, inputs, attrs):
     if plan is not None:
         return plan(inputs[dy_name], kernel_threads())
     problem = parser(inputs, attrs)
-    plan = _PLANS.get(problem.layout)
-    if plan is None:
-        plan = ResamplePlan(problem.layout)
-        _PLANS.put(problem.layout, plan)
+    plan = resample_plan(problem.layout)
     if key is not None:
         _PLANS.put(key, plan)
     return plan(problem.dy, kernel_threads())
+
+
+def resample_plan(layout):
+    """The cached :class:`ResamplePlan` of a validated layout."""
+    plan = _PLANS.get(layout)
+    if plan is None:
+        plan = ResamplePlan(layout)
+        _PLANS.put(layout, plan)
+    return plan
 
 
 def resize_bilinear_grad(inputs, attrs):
@@ -273,27 +288,48 @@ class ForwardPlan:
         self.tables = tuple(maps)
         self.nbytes = sum(t.nbytes for t in maps)
 
-    def __call__(self, problem, nthreads):
+    def __call__(self, problem, nthreads, out=None):
+        """The resized images, written into ``out`` when given (C-contiguous, aligned, of the
+        problem's output dtype and shape: the PyTorch front's tensor). A bilinear problem whose
+        output dtype is float64 (the PyTorch front's float64) computes in float64."""
         images = problem.images
         out_bytes = math.prod(problem.out_shape) * problem.out_dtype.itemsize
         widen = problem.linear and images.dtype in (ck.FLOAT16, ck.BFLOAT16)
         copy = 0 if images.flags.c_contiguous and images.flags.aligned else images.nbytes
         # dx, a float32 copy of a half-type image, or a copy of a strided one; each thread's
         # two lerped rows
-        peak = (out_bytes + (images.size * 4 if widen else copy)
-                + 8 * problem.out_shape[2] * problem.out_shape[3] * nthreads)
+        peak = ((0 if out is not None else out_bytes) + (images.size * 4 if widen else copy)
+                + 2 * problem.out_dtype.itemsize * problem.out_shape[2] * problem.out_shape[3]
+                * nthreads)
         if peak >= _memory.CHECK_FROM_BYTES:
             _memory.check_peak(peak, "size", "the output and the images' copies")
-        out = _memory.empty(problem.out_shape, problem.out_dtype)
+        if out is None:
+            out = _memory.empty(problem.out_shape, problem.out_dtype)
         if widen:
             src = to_float32(images, nthreads)
         else:
             src = np.require(images, requirements="CA")
-        if problem.linear:
+        self.run(src, out, nthreads)
+        return out
+
+    def kernel(self, problem):
+        """A compiled kernel of this problem's sizes and types that runs on raw pointers (the
+        PyTorch front), for a problem whose images it reads as they are (not a half-type
+        bilinear one)."""
+        b, ih, iw, c = problem.images.shape
+        _, oh, ow, _ = problem.out_shape
+        dt = problem.images.dtype
+        return _kernels.ForwardKernel(problem.linear, dt.num, dt.itemsize,
+                                      problem.out_dtype == F64 and problem.linear,
+                                      (b, ih, iw, c, oh, ow), self.tables)
+
+    def run(self, src, out, nthreads):
+        """The kernel alone: src C-contiguous and aligned, of a type it reads; out C-contiguous,
+        of the type it writes (the caller proved both, and the memory)."""
+        if len(self.tables) == 6:
             _kernels.bilinear_forward(src, out, *self.tables, nthreads)
         else:
             _kernels.nearest_forward(src, out, *self.tables, nthreads)
-        return out
 
 
 def _forward(problem):
@@ -302,12 +338,17 @@ def _forward(problem):
     if problem.linear and problem.identity:
         # TF casts an image resized to its own size (docs/semantics.md §12)
         return problem.images.astype(F32)
+    return forward_plan(problem)(problem, kernel_threads())
+
+
+def forward_plan(problem):
+    """The cached :class:`ForwardPlan` of a forward problem (its tables depend on the axes)."""
     key = ("forward", problem.kernel, problem.axes)
     plan = _PLANS.get(key)
     if plan is None:
         plan = ForwardPlan(problem)
         _PLANS.put(key, plan)
-    return plan(problem, kernel_threads())
+    return plan
 
 
 def resize_bilinear(inputs, attrs):

@@ -129,6 +129,18 @@ cdef void _nearest_row(const nn_t* dy, nn_t* dx, Py_ssize_t row,
     cdef Py_ssize_t gz, gy, x, c, sweep = 0
     cdef Ahead ahead
     cdef Blocks bl
+    if C == 1:
+        memset(dst, 0, Ix * sizeof(nn_t))
+        # one value per pixel (an NCX layout's rows, PyTorch's NCHW): a plain loop, with no
+        # per-pixel prefetch or channel loop (docs/performance.md#the-pytorch-front)
+        for gz in range(t.z_off[iz], t.z_off[iz + 1]):
+            for gy in range(t.y_off[iy], t.y_off[iy + 1]):
+                TFC_CHECK(0 <= t.z_src[gz] < Oz and 0 <= t.y_src[gy] < Oy)
+                src = dy + ((b * Oz + t.z_src[gz]) * Oy + t.y_src[gy]) * Ox
+                for x in range(Ox):
+                    TFC_CHECK(0 <= x_idx[x] < Ix)
+                    dst[x_idx[x]] = <nn_t>(dst[x_idx[x]] + src[x])
+        return
     # the runs win on short float32 rows; at C = 128 and 256 (R4) the scatter's one stream
     # through dy reads faster with dy out of cache (docs/performance.md)
     cdef bint runs = nn_t is float and 8 <= C <= WINDOW_MAX_C

@@ -1,0 +1,503 @@
+"""TF's resizes inside PyTorch: :func:`resize` and :class:`Resize`, forward and backward bit for
+bit TF's ``ResizeBilinear``/``ResizeNearestNeighbor`` and their grads in float32.
+
+``import tfcompat.torch`` registers four ``torch.library`` operators, ``tfcompat::resize_bilinear``,
+``tfcompat::resize_nearest`` and their backwards, each with a fake (meta) kernel and an autograd
+formula (the backward's backward is the forward, so double backward works), so that
+``torch.compile(fullgraph=True)``, ``gradcheck``/``gradgradcheck`` and ``torch.library.opcheck``
+accept them. Tensors are NCHW, contiguous or channels_last: the kernels read and write either
+memory directly (docs/architecture.md#the-pytorch-front); an output has its input's memory
+format. PyTorch is an optional dependency; ``import tfcompat`` never imports it.
+"""
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from . import _checks as ck
+from . import _forward as fw
+from . import _memory
+from ._arrays import round_to
+from ._resample import Axis, ResampleLayout, Rule
+from ._threads import kernel_threads
+from .backends import cython_backend as _cb
+from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                           RESIZE_NEAREST_NEIGHBOR_GRAD)
+
+if not hasattr(torch.library, "custom_op"):
+    raise ImportError(f"tfcompat.torch needs PyTorch 2.4 or newer (torch.library.custom_op); "
+                      f"this is {torch.__version__}")
+
+__all__ = ["Resize", "resize"]
+
+METHODS = ("bilinear", "nearest")
+_FLOAT_TYPES = {torch.float32: ck.FLOAT32, torch.float64: ck.FLOAT64,
+                torch.float16: ck.FLOAT16, torch.bfloat16: ck.BFLOAT16}
+# nearest also copies the integer types TF's nearest resize takes (its backward is for floats)
+_INT_TYPES = {torch.int8: np.dtype(np.int8), torch.uint8: np.dtype(np.uint8),
+              torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
+              torch.int64: np.dtype(np.int64)}
+if hasattr(torch, "uint16"):
+    _INT_TYPES[torch.uint16] = np.dtype(np.uint16)
+_ALL_TYPES = {**_FLOAT_TYPES, **_INT_TYPES}
+
+
+def _names(dtypes):
+    return ", ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+# -- checks: every operator's Python layer proves its preconditions (the kernels do not) ------
+
+def _check_tensor(t, name, dtypes, what):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: got {type(t).__name__}; expected a torch.Tensor")
+    if t.device.type not in ("cpu", "meta"):
+        raise ValueError(f"{name}: got a tensor on {t.device}; tfcompat.torch runs on the CPU "
+                         f"only (move it with .cpu())")
+    if t.layout != torch.strided:
+        raise ValueError(f"{name}: got a {t.layout} tensor; expected a dense (strided) one")
+    if t.dim() != 4:
+        raise ValueError(f"{name}: got shape {tuple(t.shape)} (rank {t.dim()}); expected rank 4 "
+                         "([batch, channels, height, width])")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name}: got dtype {str(t.dtype).replace('torch.', '')}; {what} takes "
+                        f"{_names(dtypes)}")
+
+
+def _check_size(size, name):
+    if isinstance(size, (torch.Size, list, tuple)) and len(size) == 2:
+        try:
+            pair = tuple(ck.as_int(v, f"{name}[{i}]") for i, v in enumerate(size))
+        except TypeError:
+            pair = None
+        if pair is not None and pair[0] > 0 and pair[1] > 0:
+            return pair
+    raise ValueError(f"{name}: got {size!r}; expected two positive ints [height, width]")
+
+
+def _check_flags(align_corners, half_pixel_centers):
+    for name, v in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
+        if not isinstance(v, bool):
+            raise TypeError(f"{name}: got {v!r}; expected a bool")
+    if align_corners and half_pixel_centers:
+        raise ValueError("align_corners: got True together with half_pixel_centers=True; TF "
+                         "takes at most one of them")
+
+
+def _check_forward(x, size, align_corners, half_pixel_centers, nearest):
+    """The output's (height, width) of a valid forward call."""
+    method = "nearest" if nearest else "bilinear"
+    _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
+                  f"tfcompat.torch.resize(method={method!r})")
+    size = _check_size(size, "size")
+    _check_flags(align_corners, half_pixel_centers)
+    h, w = x.shape[2], x.shape[3]
+    if h == 0 or w == 0:
+        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a non-zero height and width "
+                         "(TF: input image must be of non-zero size)")
+    if nearest and max(h, w) >= fw.NEAREST_MAX_AXIS:
+        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a height and width below "
+                         "2^24 (TF's nearest resize)")
+    ck.check_size((x.shape[0], x.shape[1]) + size, "size", x.element_size())
+    return size
+
+
+def _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest):
+    """The input's (height, width) of a valid backward call."""
+    _check_tensor(grad, "grad", _FLOAT_TYPES, "the backward of tfcompat.torch.resize")
+    size = _check_size(input_size, "input_size")
+    _check_flags(align_corners, half_pixel_centers)
+    if grad.shape[2] == 0 or grad.shape[3] == 0:
+        raise ValueError(f"grad: got shape {tuple(grad.shape)}; expected a non-zero height and "
+                         "width")
+    ck.check_size((grad.shape[0], grad.shape[1]) + size, "input_size", grad.element_size())
+    return size
+
+
+# -- layouts: a tensor's memory as the kernels' NHWC view, with no copy ------------------------
+
+def _channels_last(t):
+    """True for a channels_last tensor (its memory NHWC); False for a contiguous one (an
+    ambiguous tensor, e.g. one channel, counts as contiguous)."""
+    return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
+def _empty(shape, like, channels_last):
+    return torch.empty(shape, dtype=like.dtype, device=like.device,
+                       memory_format=torch.channels_last if channels_last
+                       else torch.contiguous_format)
+
+
+def _numpy(t):
+    """The NumPy array over a CPU tensor's memory (bfloat16 through an int16 view)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ck.BFLOAT16)
+    return t.numpy()
+
+
+def _nhwc(t, channels_last):
+    """A [B, H, W, C] view of t's memory: channels_last as it is; a contiguous NCHW tensor as
+    B * C images of one channel."""
+    if channels_last:
+        return _numpy(t.permute(0, 2, 3, 1))
+    n, c, h, w = t.shape
+    return _numpy(t).reshape(n * c, h, w, 1)
+
+
+def _rule(nearest, align_corners, half_pixel_centers):
+    if nearest:
+        return (Rule.NEAREST_ALIGN_CORNERS if align_corners else Rule.NEAREST_HALF_PIXEL
+                if half_pixel_centers else Rule.NEAREST_ASYMMETRIC)
+    return (Rule.LINEAR_ALIGN_CORNERS if align_corners else Rule.LINEAR_HALF_PIXEL
+            if half_pixel_centers else Rule.LINEAR_ASYMMETRIC)
+
+
+# -- the kernels --------------------------------------------------------------------------------
+#
+# Each operator keeps a runner per call signature (dtype, shape, strides, size, flags) in the
+# cython backend's one bounded plan cache: a signature seen before was validated then, and its
+# call allocates the output and runs the plan with no further Python work (the tiny call's
+# cost: docs/performance.md#the-pytorch-front).
+
+# Calls with fewer output values run on the calling thread: PyTorch's OpenMP pool and ours are
+# two pools, and a team started beside PyTorch's costs 20-40 us (docs/performance.md#the-pytorch-front).
+SERIAL_VALUES = 1 << 15
+
+
+class _Runner:
+    __slots__ = ("shape", "alloc_shape", "alloc_dtype", "bfloat16", "channels_last", "mode",
+                 "plan", "problem", "kernel", "item", "serial", "check", "nbytes")
+
+    def __call__(self, t):
+        if self.check:
+            _memory.check_peak(self.check, "size", "the output and its float32 copies")
+        # the output's memory comes from tfcompat's pool of recently freed blocks (the cython
+        # backend's outputs: docs/performance.md#the-pytorch-front): a loop calling with the
+        # same shapes does not fault its pages in again on every call, as torch.empty's do
+        out = torch.from_numpy(_memory.empty(self.alloc_shape, self.alloc_dtype))
+        if self.bfloat16:
+            out = out.view(torch.bfloat16)
+        if self.channels_last:
+            out = out.permute(0, 3, 1, 2)
+        kernel = self.kernel
+        if kernel is not None:
+            src = t.data_ptr()
+            if src % self.item == 0:    # (a tensor over a misaligned buffer takes the copy)
+                kernel.run_ptr(src, out.data_ptr(), 1 if self.serial else kernel_threads())
+                return out
+        mode = self.mode
+        if mode == "empty":
+            return out
+        if mode == "copy":
+            return out.copy_(t)
+        cl = self.channels_last
+        nthreads = 1 if self.serial else kernel_threads()
+        if mode == "forward":
+            dst = _nhwc(out, cl)
+            problem = self.problem.with_images(_nhwc(t, cl))
+            if problem.out_dtype == dst.dtype:
+                self.plan(problem, nthreads, dst)
+            else:   # a half type: TF's float32 result, rounded once
+                round_to(self.plan(problem, nthreads), dst.dtype, nthreads, dst)
+        elif cl:
+            self.plan(_numpy(t.permute(0, 2, 3, 1)), nthreads, _numpy(out.permute(0, 2, 3, 1)))
+        else:   # the kernels' NCHW layout (rows of one channel)
+            self.plan(_numpy(t), nthreads, _numpy(out))
+        return out
+
+
+def _runner(shape, like, channels_last, mode):
+    r = _Runner()
+    r.shape, r.channels_last, r.mode = shape, channels_last, mode
+    n, c, h, w = shape
+    r.alloc_shape = (n, h, w, c) if channels_last else shape
+    r.bfloat16 = like.dtype == torch.bfloat16
+    r.alloc_dtype = np.dtype(np.int16) if r.bfloat16 else _ALL_TYPES[like.dtype]
+    r.plan = r.problem = r.kernel = None
+    r.item = like.element_size()
+    r.serial = math.prod(shape) < SERIAL_VALUES
+    r.check = 0
+    r.nbytes = 0
+    return r
+
+
+def _run(key, make, t):
+    runner = _cb._PLANS.get(key)
+    if runner is None:
+        runner = make()
+        _cb._PLANS.put(key, runner)
+    return runner(t)
+
+
+def _as_laid_out(t):
+    """t itself where it is contiguous or channels_last; else one contiguous copy."""
+    if t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last):
+        return t
+    return t.contiguous()
+
+
+def _forward(x, size, align_corners, half_pixel_centers, nearest):
+    x = _as_laid_out(x.detach())
+    key = ("torch", nearest, x.dtype, x.shape, x.stride(), tuple(size), align_corners,
+           half_pixel_centers)
+    return _run(key, lambda: _forward_runner(x, size, align_corners, half_pixel_centers,
+                                              nearest), x)
+
+
+def _forward_runner(x, size, align_corners, half_pixel_centers, nearest):
+    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, nearest)
+    n, c, h, w = x.shape
+    cl = _channels_last(x)
+    shape = (n, c, oh, ow)
+    if 0 in shape:
+        return _runner(shape, x, cl, "empty")
+    if not nearest and (h, w) == (oh, ow):
+        # TF casts an image resized to its own size (docs/semantics.md §12)
+        return _runner(shape, x, cl, "copy")
+    r = _runner(shape, x, cl, "forward")
+    dtype = _ALL_TYPES[x.dtype]
+    rule = _rule(nearest, align_corners, half_pixel_centers)
+    if nearest:
+        kernel, computed = RESIZE_NEAREST_NEIGHBOR, dtype
+    else:
+        # TF's float32 arithmetic; float64 in float64 (an extension, docs/semantics.md §12)
+        kernel = RESIZE_BILINEAR
+        computed = ck.FLOAT64 if dtype == ck.FLOAT64 else ck.FLOAT32
+    r.problem = fw.ForwardProblem(_nhwc(x, cl), kernel, (Axis(h, oh, rule), Axis(w, ow, rule)),
+                                  computed)
+    r.plan = _cb.forward_plan(r.problem)
+    r.nbytes = r.plan.nbytes
+    direct = computed == dtype
+    # the output, a half type's float32 input and output, each thread's two lerped rows
+    peak = math.prod(shape) * (dtype.itemsize + (0 if direct else 4)) + (
+        0 if direct else x.numel() * 4) + 16 * ow * c * kernel_threads()
+    r.check = peak if peak >= _memory.CHECK_FROM_BYTES else 0
+    if direct:      # the kernel runs on the tensors' memory
+        r.kernel = r.plan.kernel(r.problem)
+    return r
+
+
+def _backward(grad, input_size, align_corners, half_pixel_centers, nearest):
+    grad = _as_laid_out(grad.detach())    # e.g. the expanded ones of y.sum().backward(): copied
+    key = ("torch-grad", nearest, grad.dtype, grad.shape, grad.stride(), tuple(input_size),
+           align_corners, half_pixel_centers)
+    return _run(key, lambda: _backward_runner(grad, input_size, align_corners,
+                                               half_pixel_centers, nearest), grad)
+
+
+def _backward_runner(grad, input_size, align_corners, half_pixel_centers, nearest):
+    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest)
+    n, c, oh, ow = grad.shape
+    cl = _channels_last(grad)
+    shape = (n, c, h, w)
+    if 0 in shape:
+        return _runner(shape, grad, cl, "empty")
+    r = _runner(shape, grad, cl, "backward")
+    rule = _rule(nearest, align_corners, half_pixel_centers)
+    dtype = _FLOAT_TYPES[grad.dtype]
+    layout = ResampleLayout(RESIZE_NEAREST_NEIGHBOR_GRAD if nearest else RESIZE_BILINEAR_GRAD,
+                            dtype, n, c, cl, (Axis(h, oh, rule), Axis(w, ow, rule)), dtype)
+    r.plan = _cb.resample_plan(layout)
+    r.nbytes = r.plan.nbytes
+    if r.plan.direct and not r.plan.large:  # (a large call has the plan check its peak)
+        r.kernel = r.plan.kernel
+    return r
+
+
+# -- the operators --------------------------------------------------------------------------------
+
+def _fake_forward(x, size, align_corners, half_pixel_centers, nearest):
+    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, nearest)
+    cl = _channels_last(x)
+    return _empty((x.shape[0], x.shape[1], oh, ow), x, cl)
+
+
+def _fake_backward(grad, input_size, align_corners, half_pixel_centers, nearest):
+    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest)
+    return _empty((grad.shape[0], grad.shape[1], h, w), grad, _channels_last(grad))
+
+
+@torch.library.custom_op("tfcompat::resize_bilinear", mutates_args=(), device_types="cpu")
+def _resize_bilinear(x: torch.Tensor, size: Sequence[int], align_corners: bool,
+                     half_pixel_centers: bool) -> torch.Tensor:
+    return _forward(x, size, align_corners, half_pixel_centers, False)
+
+
+@torch.library.custom_op("tfcompat::resize_bilinear_backward", mutates_args=(),
+                         device_types="cpu")
+def _resize_bilinear_backward(grad: torch.Tensor, input_size: Sequence[int],
+                              align_corners: bool, half_pixel_centers: bool) -> torch.Tensor:
+    return _backward(grad, input_size, align_corners, half_pixel_centers, False)
+
+
+@torch.library.custom_op("tfcompat::resize_nearest", mutates_args=(), device_types="cpu")
+def _resize_nearest(x: torch.Tensor, size: Sequence[int], align_corners: bool,
+                    half_pixel_centers: bool) -> torch.Tensor:
+    return _forward(x, size, align_corners, half_pixel_centers, True)
+
+
+@torch.library.custom_op("tfcompat::resize_nearest_backward", mutates_args=(),
+                         device_types="cpu")
+def _resize_nearest_backward(grad: torch.Tensor, input_size: Sequence[int],
+                             align_corners: bool, half_pixel_centers: bool) -> torch.Tensor:
+    return _backward(grad, input_size, align_corners, half_pixel_centers, True)
+
+
+def _register(forward_op, backward_op, nearest):
+    forward_op.register_fake(
+        lambda x, size, ac, hpc: _fake_forward(x, size, ac, hpc, nearest))
+    backward_op.register_fake(
+        lambda grad, input_size, ac, hpc: _fake_backward(grad, input_size, ac, hpc, nearest))
+
+    def forward_setup(ctx, inputs, output):
+        x, _, ctx.align_corners, ctx.half_pixel_centers = inputs
+        ctx.input_size = (x.shape[2], x.shape[3])
+
+    def forward_grad(ctx, grad):
+        return (backward_op(grad, ctx.input_size, ctx.align_corners, ctx.half_pixel_centers),
+                None, None, None)
+
+    def backward_setup(ctx, inputs, output):
+        grad, _, ctx.align_corners, ctx.half_pixel_centers = inputs
+        ctx.output_size = (grad.shape[2], grad.shape[3])
+
+    def backward_grad(ctx, grad_grad):
+        # the backward is linear in grad with the forward's weights: its adjoint is the forward
+        return (forward_op(grad_grad, ctx.output_size, ctx.align_corners,
+                           ctx.half_pixel_centers), None, None, None)
+
+    forward_op.register_autograd(forward_grad, setup_context=forward_setup)
+    backward_op.register_autograd(backward_grad, setup_context=backward_setup)
+
+
+_register(_resize_bilinear, _resize_bilinear_backward, False)
+_register(_resize_nearest, _resize_nearest_backward, True)
+
+_OPS = {"bilinear": (torch.ops.tfcompat.resize_bilinear.default,
+                     torch.ops.tfcompat.resize_bilinear_backward.default),
+        "nearest": (torch.ops.tfcompat.resize_nearest.default,
+                    torch.ops.tfcompat.resize_nearest_backward.default)}
+
+
+# -- eager calls --------------------------------------------------------------------------------
+#
+# A plain CPU tensor outside torch.compile, tracing and any dispatch, function or functorch
+# mode takes the same kernels through torch.autograd.Function: PyTorch's dispatch of a Python
+# custom op and its autograd cost ~140 us per forward and backward, ~10x the kernels on a tiny
+# call (docs/performance.md#the-pytorch-front). Everything else goes through the operators.
+
+# (forward with ctx, not setup_context: apply then skips binding its arguments to the
+# signature, ~30 us a call)
+class _ResizeFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, size, align_corners, half_pixel_centers, nearest):
+        ctx.size = (x.shape[2], x.shape[3])
+        ctx.align_corners, ctx.half_pixel_centers, ctx.nearest = (align_corners,
+                                                                  half_pixel_centers, nearest)
+        return _forward(x, size, align_corners, half_pixel_centers, nearest)
+
+    @staticmethod
+    def backward(ctx, grad):
+        args = (ctx.size, ctx.align_corners, ctx.half_pixel_centers, ctx.nearest)
+        if torch.is_grad_enabled():     # create_graph: the backward is differentiable too
+            return _ResizeGradFn.apply(grad, *args), None, None, None, None
+        return _backward(grad, *args), None, None, None, None
+
+
+class _ResizeGradFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, grad, input_size, align_corners, half_pixel_centers, nearest):
+        ctx.size = (grad.shape[2], grad.shape[3])
+        ctx.align_corners, ctx.half_pixel_centers, ctx.nearest = (align_corners,
+                                                                  half_pixel_centers, nearest)
+        return _backward(grad, input_size, align_corners, half_pixel_centers, nearest)
+
+    @staticmethod
+    def backward(ctx, grad_grad):
+        # the backward is linear in grad with the forward's weights: its adjoint is the forward
+        return (_ResizeFn.apply(grad_grad, ctx.size, ctx.align_corners,
+                                ctx.half_pixel_centers, ctx.nearest), None, None, None, None)
+
+
+def _eager(x):
+    """Whether a call on x may skip the operators' dispatch (see above)."""
+    return (type(x) is torch.Tensor and not torch.compiler.is_compiling()
+            and not torch._C._is_torch_function_mode_enabled()
+            and torch._C._len_torch_dispatch_stack() == 0
+            and torch._C._get_tracing_state() is None
+            and not torch._C._functorch.is_functorch_wrapped_tensor(x))
+
+
+# -- the public front ---------------------------------------------------------------------------
+
+def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_centers=False):
+    """TF's resize of an NCHW tensor: ``tf.raw_ops.ResizeBilinear`` or
+    ``ResizeNearestNeighbor`` with TF's coordinates and float32 arithmetic, forward and
+    backward (``ResizeBilinearGrad``/``ResizeNearestNeighborGrad``) bit for bit in float32.
+
+    Parameters
+    ----------
+    x : torch.Tensor [batch, channels, height, width] on the CPU, contiguous or
+        channels_last (read in place; other strides are copied once): float32, float64,
+        float16 or bfloat16; ``method="nearest"`` also int8, uint8, int16, uint16, int32, int64.
+    size : two positive ints, the output's [height, width].
+    method : "bilinear" or "nearest".
+    align_corners, half_pixel_centers : bool, as in TF (at most one True). Both False is TF1's
+        legacy mode; ``tf.image.resize`` (TF2) uses ``half_pixel_centers=True``.
+
+    Returns
+    -------
+    torch.Tensor of x's dtype and memory format, [batch, channels, size[0], size[1]]. float16
+    and bfloat16 are TF's float32 result rounded once; float64 is computed in float64 (TF
+    computes it in float32). Differentiable (twice) in the floating types.
+    """
+    if method == "bilinear":
+        nearest = False
+    elif method == "nearest":
+        nearest = True
+    else:
+        raise ValueError(f"method: got {method!r}; expected one of {METHODS}")
+    if (type(size) in (list, tuple) and len(size) == 2 and type(size[0]) is int
+            and type(size[1]) is int and type(align_corners) is bool
+            and type(half_pixel_centers) is bool and _eager(x)):
+        # an eager call: the operators' checks run once per signature (_forward's runner);
+        # the device is asked here, where a CUDA tensor must get our error, not a crash
+        if x.is_cpu and x.layout == torch.strided:
+            size = (size[0], size[1])
+            if x.requires_grad and torch.is_grad_enabled():
+                return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, nearest)
+            return _forward(x, size, align_corners, half_pixel_centers, nearest)
+    _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
+                  f"tfcompat.torch.resize(method={method!r})")
+    size = _check_size(size, "size")
+    _check_flags(align_corners, half_pixel_centers)
+    if x.is_cpu and _eager(x):
+        if x.requires_grad and torch.is_grad_enabled():
+            return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, nearest)
+        return _forward(x, size, align_corners, half_pixel_centers, nearest)
+    return _OPS[method][0](x, list(size), align_corners, half_pixel_centers)
+
+
+class Resize(torch.nn.Module):
+    """:func:`resize` as a module, for model code: ``Resize((64, 64), "bilinear")``."""
+
+    def __init__(self, size, method="bilinear", *, align_corners=False,
+                 half_pixel_centers=False):
+        super().__init__()
+        if method not in METHODS:
+            raise ValueError(f"method: got {method!r}; expected one of {METHODS}")
+        self.size = list(_check_size(size, "size"))
+        _check_flags(align_corners, half_pixel_centers)
+        self.method = method
+        self.align_corners = align_corners
+        self.half_pixel_centers = half_pixel_centers
+
+    def forward(self, x):
+        return resize(x, self.size, self.method, align_corners=self.align_corners,
+                      half_pixel_centers=self.half_pixel_centers)
+
+    def extra_repr(self):
+        return (f"size={tuple(self.size)}, method={self.method!r}, "
+                f"align_corners={self.align_corners}, "
+                f"half_pixel_centers={self.half_pixel_centers}")
