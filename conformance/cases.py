@@ -4,6 +4,8 @@ Examples::
 
     rbg_b2_i5x7_o10x3_c3_thp_f32          ResizeBilinearGrad, half-pixel centers
     rnn_b1_i3x5_o5x9_c1_tachp_f16         ResizeNearestNeighborGrad, both flags
+    rb_b2_i5x7_o10x3_c3_tlg_u8            ResizeBilinear (the forward), TF1's legacy mode
+    rn_b1_i3x5_o5x9_c1_tac_f32            ResizeNearestNeighbor, align corners
     conv_b3_i9x8_c3_oc4_k3x3_s2x2_d1x1_pE1.2.0.1_lnchw_f32
     interp_mtrilinear_tac_lncx_b2_i5x3x4_o9x2x7_c3_bf16
     ortrg_b1_i4x4_o6x6_c1_thp_sc1.7x1.7_f32
@@ -17,7 +19,10 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 OPS = {"rbg": "ResizeBilinearGrad", "rnn": "ResizeNearestNeighborGrad",
-       "conv": "Conv2DBackpropInput", "interp": "InterpolateBackward", "ortrg": "ResizeGrad"}
+       "conv": "Conv2DBackpropInput", "interp": "InterpolateBackward", "ortrg": "ResizeGrad",
+       "rb": "ResizeBilinear", "rn": "ResizeNearestNeighbor"}
+# the forward resizes: their cases have the TF pair's tokens, i the image, o the output size
+FORWARD_OPS = ("rb", "rn")
 DTYPES = ("f32", "f64", "f16", "bf16", "u8", "i8", "i32")
 # flags of the TF pair: legacy, align corners, half pixel, both (nearest only)
 TF_FLAGS = {"lg": (False, False), "ac": (True, False), "hp": (False, True), "achp": (True, True)}
@@ -221,15 +226,20 @@ def _grid(name):
     if name == "quick":
         half = lambda n: ("f32",) + ((("f64", "f16", "bf16")[n % 3],) if n % 2 == 0 else ())  # noqa: E731
         nn_dt = lambda n: ("f32",) + ((("f64", "f16", "bf16", "u8", "i8", "i32")[(n // 2) % 6],) if n % 2 else ())  # noqa: E731
+        # the forwards: float32, and every other shape one more of TF's dtypes in turn
+        fwd_dt = lambda n: ("f32",) + ((("f16", "u8", "f64", "bf16", "i8", "i32")[(n // 2) % 6],) if n % 2 == 0 else ())  # noqa: E731
         return (_tf_pair_cases("rbg", RESIZE_SHAPES_QUICK, half)
                 + _tf_pair_cases("rnn", RESIZE_SHAPES_QUICK, nn_dt)
-                + _conv_cases(False) + _interp_cases(False) + _ort_cases(False))
+                + _conv_cases(False) + _interp_cases(False) + _ort_cases(False)
+                + _tf_pair_cases("rb", RESIZE_SHAPES_QUICK, fwd_dt)
+                + _tf_pair_cases("rn", RESIZE_SHAPES_QUICK, fwd_dt))
     if name == "full":
         shapes = _resize_shapes_full() + RESIZE_SHAPES_QUICK
         rbg_dt = lambda n: ("f32",) + (("f64", "f16", "bf16") if n % 5 == 0 else ())  # noqa: E731
         rnn_dt = lambda n: ("f32",) + (("f64", "f16", "bf16", "u8", "i8", "i32") if n % 5 == 0 else ())  # noqa: E731
         return (_tf_pair_cases("rbg", shapes, rbg_dt) + _tf_pair_cases("rnn", shapes, rnn_dt)
-                + _conv_cases(True) + _interp_cases(True) + _ort_cases(True))
+                + _conv_cases(True) + _interp_cases(True) + _ort_cases(True)
+                + _tf_pair_cases("rb", shapes, rnn_dt) + _tf_pair_cases("rn", shapes, rnn_dt))
     raise ValueError(f"grid: got {name!r}; expected 'quick' or 'full'")
 
 

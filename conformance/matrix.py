@@ -30,7 +30,7 @@ _FLAGS = {"lg": "legacy", "ac": "align_corners", "hp": "half_pixel", "achp": "al
 
 def mode_of(case):
     """The row's mode: the flags, coordinate mode, padding kind, dilation and layout."""
-    if case.op in ("rbg", "rnn"):
+    if case.op in ("rbg", "rnn") + C.FORWARD_OPS:
         return _FLAGS[case.t]
     if case.op == "conv":
         pad = case.p if case.p in ("SAME", "VALID") else "explicit"
@@ -54,6 +54,9 @@ def known_cause(record, case):
         return "tfjs ignores halfPixelCenters"
     if b == "tfjs-cpu" and op == "rnn" and case.b > 1:
         return "tfjs's nearest grad reads dy with the images' batch stride"
+    if b == "tfjs-cpu" and op in C.FORWARD_OPS:
+        return ("tfjs's CPU resize computes coordinates and lerps in float64 (JavaScript "
+                "numbers), rounding once to float32 (TF: every step in float32)")
     if b == "jax-antialias" and downsampling:
         return "jax.image.resize antialiases when downsampling (its default)"
     if b in ("torch", "jax", "jax-antialias") and case.dtype == "f64" and op != "rbg":
@@ -63,7 +66,7 @@ def known_cause(record, case):
                 "(ONNX's pytorch_half_pixel: at 0)")
     if b.startswith("onednn") and op == "ortrg" and case.sc:
         return "oneDNN's resampling maps by the sizes; its factors do not change the mapping"
-    if b.startswith("onednn") and op in ("rbg", "rnn", "interp"):
+    if b.startswith("onednn") and op in ("rbg", "rnn", "interp") + C.FORWARD_OPS:
         return ("oneDNN computes the source coordinate as (x + 0.5) * I / O (TF multiplies by "
                 "the ratio I / O rounded to float32): other weights in the last bits, and "
                 "another nearest pixel where TF's coordinate lands just below an integer")

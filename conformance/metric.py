@@ -10,7 +10,7 @@ format. Integer results must be equal. The error reported is ``|got - ref| / S``
 import ml_dtypes
 import numpy as np
 
-from tfcompat import _resample
+from tfcompat import _forward, _resample
 from tfcompat.conv import problem as _conv
 from tfcompat.backends import numpy_backend
 from tfcompat.kernel_names import CONV2D_BACKPROP_INPUT
@@ -44,10 +44,14 @@ def resolution_at_zero(dtype):
 
 
 def magnitude(kernel_name, inputs, attrs):
-    """S: the float64 NumPy reference of the same backward applied to |dy| (and |filter|)."""
+    """S: the float64 NumPy reference of the same backward applied to |dy| (and |filter|); of
+    a forward resize, the same resize of |images|."""
     if kernel_name == CONV2D_BACKPROP_INPUT:
         problem = _conv.conv_problem(inputs, attrs)
         return numpy_backend.conv_backprop_input(problem, absolute=True).astype(np.float64)
+    if kernel_name in _forward.PARSERS:
+        problem = _forward.PARSERS[kernel_name](inputs, attrs)
+        return numpy_backend.forward(problem, absolute=True).astype(np.float64)
     problem = _resample.PARSERS[kernel_name](inputs, attrs)
     return numpy_backend.resample(problem, absolute=True).astype(np.float64)
 

@@ -17,13 +17,13 @@ import ml_dtypes
 import numpy as np
 
 import tfcompat
-from tfcompat import _resample as rs
+from tfcompat import _forward as fw, _resample as rs
 from tfcompat.backends import numpy_backend
 from tfcompat.conv import problem as _conv
 
 from . import metric
 
-from .cases import INTERP_T, TF_FLAGS
+from .cases import FORWARD_OPS, INTERP_T, TF_FLAGS
 
 NP_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
              "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -58,6 +58,10 @@ def materialize(case):
     """(inputs, attrs) in the registry's tfjs form for ``case``, with seeded data."""
     rng = _rng(case)
     dt = NP_DTYPES[case.dtype]
+    if case.op in FORWARD_OPS:
+        align, half = TF_FLAGS[case.t]
+        return ({"images": _data(rng, (case.b,) + case.i + (case.c,), dt)},
+                {"size": list(case.o), "alignCorners": align, "halfPixelCenters": half})
     if case.op in ("rbg", "rnn"):
         align, half = TF_FLAGS[case.t]
         dy_dt = np.dtype(np.float32) if case.op == "rbg" else dt
@@ -111,6 +115,8 @@ def _dy_shape_guess(case, x_shape, attrs):
 
 
 def problem_of(case, inputs, attrs):
+    if case.op in FORWARD_OPS:
+        return fw.PARSERS[case.kernel_name](inputs, attrs)
     if case.op == "conv":
         return _conv.conv_problem(inputs, attrs)
     return rs.PARSERS[case.kernel_name](inputs, attrs)
@@ -123,6 +129,8 @@ def magnitude(case, inputs, attrs):
 
 def numpy_reference(case, inputs, attrs):
     p = problem_of(case, inputs, attrs)
+    if case.op in FORWARD_OPS:
+        return numpy_backend.forward(p)
     if case.op == "conv":
         return numpy_backend.conv_backprop_input(p)
     return numpy_backend.resample(p)
@@ -145,6 +153,12 @@ def tf_raw(case, inputs, attrs, device):
     """TF's raw grad op (half types computed in float32 on the same values)."""
     tf = tf_module()
     with tf.device(device):
+        if case.op in FORWARD_OPS:
+            # TF's forward ops take every dtype of the grid as it is
+            op = tf.raw_ops.ResizeBilinear if case.op == "rb" else tf.raw_ops.ResizeNearestNeighbor
+            return op(images=tf.constant(inputs["images"]), size=attrs["size"],
+                      align_corners=attrs["alignCorners"],
+                      half_pixel_centers=attrs["halfPixelCenters"]).numpy()
         if case.op == "rbg":
             img = _f32_if_half(inputs["images"])
             return tf.raw_ops.ResizeBilinearGrad(
@@ -187,6 +201,8 @@ def _tf_padding(case, p):
 def tf_tape(case, inputs, attrs, device):
     """The gradient TF's GradientTape takes through the forward op, or Unsupported."""
     tf = tf_module()
+    if case.op in FORWARD_OPS:
+        raise Unsupported("a forward op: no gradient to take")
     if case.op not in ("rbg", "rnn", "conv"):
         raise Unsupported("no single TF forward op")
     with tf.device(device):
@@ -380,12 +396,13 @@ def _tape_agreement(case, inputs, attrs, ref):
 
 
 ORACLES = [
-    # TF's own grad ops: float32 ResizeBilinearGrad / ResizeNearestNeighborGrad results of a
-    # bitwise backend must equal them exactly
+    # TF's own ops: float32 ResizeBilinearGrad / ResizeNearestNeighborGrad results of a
+    # bitwise backend must equal them exactly, and its forward resizes' in every dtype
     Oracle("tf-cpu-raw", "cpu", tf_available,
-           supports=lambda case: case.op in ("rbg", "rnn", "conv"),
+           supports=lambda case: case.op in ("rbg", "rnn", "conv") + FORWARD_OPS,
            compute=lambda case, inputs, attrs: tf_raw(case, inputs, attrs, "/CPU:0"),
-           bitwise=lambda case: case.op in ("rbg", "rnn") and case.dtype == "f32",
+           bitwise=lambda case: (case.op in ("rbg", "rnn") and case.dtype == "f32"
+                                 or case.op in FORWARD_OPS),
            cross_check=_tape_agreement),
     # InterpolateBackward and ResizeGrad: TF compositions, through tfcompat's tensorflow backend
     Oracle("tf-cpu", "cpu", tf_available,

@@ -52,9 +52,10 @@ def _conv_same_odd(backend):
 def test_peers_register_only_the_kernels_they_have():
     kernels = {b: {k for bb, k in T.list_kernels() if bb == b} for b in P.PEER_BACKENDS}
     assert kernels["tfjs-cpu"] == {"ResizeBilinearGrad", "ResizeNearestNeighborGrad",
-                                   "Conv2DBackpropInput"}
+                                   "Conv2DBackpropInput", "ResizeBilinear",
+                                   "ResizeNearestNeighbor"}
     for b in ("onednn", "torch", "jax", "jax-antialias"):
-        assert kernels[b] == set(T.KERNEL_NAMES), b
+        assert kernels[b] == set(T.KERNEL_NAMES) | set(T.FORWARD_KERNEL_NAMES), b
     assert kernels["onednn-graph"] == {"InterpolateBackward"}
 
 
@@ -489,3 +490,78 @@ def test_onednn_frees_the_objects_of_shapes_it_no_longer_keeps(monkeypatch):
         np.testing.assert_array_equal(got, np.full((1, 1, w, 1), 2, f32))
     made, freed = counts["dnnl_primitive_create"], counts["dnnl_primitive_destroy"]
     assert made >= 400 and freed >= made // 2, counts
+
+
+# ------------------------------------------------------------------------------------------
+# The forward resizes (ResizeBilinear, ResizeNearestNeighbor)
+# ------------------------------------------------------------------------------------------
+
+def _forward_1d(backend, kernel, values, size, **flags):
+    """A 1-D forward resize of ``values`` (a [1, 1, W, 1] image) to ``size``."""
+    return _run(backend, kernel, {"images": _width(values, flags.pop("dtype", f32))},
+                {"size": [1, size], "alignCorners": flags.get("align", False),
+                 "halfPixelCenters": flags.get("half", False)}).reshape(-1)
+
+
+@pytest.mark.parametrize("backend", ["tfjs-cpu", "onednn", "torch", "jax"])
+def test_forward_modes_each_peer_maps(backend):
+    """[1, 3] resized to 4 with half-pixel centres (every peer's mode): s = -0.25, 0.25, 0.75,
+    1.25 -> 1, 1.5, 2.5, 3 (both ends clamped); nearest floor((x + 0.5) / 2) -> 1, 1, 3, 3.
+    The modes a peer lacks are unsupported, naming what it lacks."""
+    module = {"tfjs-cpu": tfjs_peer, "onednn": onednn_peer, "torch": torch_peer,
+              "jax": jax_peer}[backend]
+    if module.missing():
+        pytest.skip(f"peer not installed: {module.missing()}")
+    got = _forward_1d(backend, "ResizeBilinear", [1, 3], 4, half=True)
+    assert got.dtype == f32 and got.tolist() == [1, 1.5, 2.5, 3]
+    assert _forward_1d(backend, "ResizeNearestNeighbor", [1, 3], 4, half=True).tolist() == \
+        [1, 1, 3, 3]
+    assert _forward_1d("cython", "ResizeBilinear", [1, 3], 4, half=True).tolist() == \
+        [1, 1.5, 2.5, 3]
+    if backend in ("onednn", "jax"):
+        with pytest.raises(T.UnsupportedError, match="half-pixel centres only"):
+            _forward_1d(backend, "ResizeBilinear", [1, 3], 4, align=True)
+    if backend == "torch":
+        # align corners 2 -> 3: s = 0, 0.5, 1; TF1's legacy mode has no PyTorch mode
+        assert _forward_1d("torch", "ResizeBilinear", [1, 3], 3, align=True).tolist() == [1, 2, 3]
+        with pytest.raises(T.UnsupportedError, match="legacy"):
+            _forward_1d("torch", "ResizeBilinear", [1, 3], 3)
+
+
+@tfjs
+def test_finding_tfjs_forward_computes_in_float64():
+    """tfjs's CPU resize computes its coordinates and lerps in JavaScript numbers (float64) and
+    rounds once when it stores float32; TF computes each step in float32. [1, 3] to 3, TF1's
+    legacy mode: TF's scale 0.6666667 (float32) gives 1 + 2 * 0.6666667 = 2.3333335; tfjs's
+    2 / 3 in float64 gives 2.3333333333333335, stored as 2.3333333."""
+    tf_value = f32(1) + f32(2) * f32(f32(2) / f32(3))
+    js_value = f32(1 + 2 * (2 / 3))
+    assert tf_value != js_value
+    assert _forward_1d("tfjs-cpu", "ResizeBilinear", [1, 3], 3).tolist() == [1, js_value, 3]
+    assert _forward_1d("cython", "ResizeBilinear", [1, 3], 3).tolist() == [1, tf_value, 3]
+
+
+@pytest.mark.parametrize("backend", ["tfjs-cpu", "onednn"])
+def test_finding_forward_nearest_half_pixel_2_to_41(backend):
+    """Half-pixel nearest, 2 -> 41, x = 20: TF's float32 20.5 * 0.04878049 = 0.99999994 ->
+    pixel 0; oneDNN's (x + 0.5) * I / O = 41 / 41 = 1 and tfjs's float64 20.5 * (2 / 41) =
+    1.0000000000000002 -> pixel 1 (the same finding as the backward's)."""
+    module = tfjs_peer if backend == "tfjs-cpu" else onednn_peer
+    if module.missing():
+        pytest.skip(f"peer not installed: {module.missing()}")
+    assert f32(20.5) * (f32(2) / f32(41)) < 1 <= 20.5 * (2 / 41)
+    got = _forward_1d(backend, "ResizeNearestNeighbor", [5, 7], 41, half=True)
+    assert got[19:22].tolist() == [5, 7, 7]
+    assert _forward_1d("cython", "ResizeNearestNeighbor", [5, 7], 41,
+                       half=True)[19:22].tolist() == [5, 5, 7]
+
+
+@jax_
+def test_finding_jax_forward_antialiases_when_downsampling():
+    """4 -> 2 linear, [0, 4, 8, 12]: without antialias s = 0.5, 2.5 -> 2, 10 (TF's); with
+    JAX's default the widened kernel (weights 0.75, 0.75, 0.25 over pixels 0-2, renormalised
+    by 1.75: the backward's finding) gives (0 + 3 + 2) / 1.75 = 20 / 7 and 64 / 7."""
+    assert _forward_1d("jax", "ResizeBilinear", [0, 4, 8, 12], 2, half=True).tolist() == [2, 10]
+    np.testing.assert_allclose(
+        _forward_1d("jax-antialias", "ResizeBilinear", [0, 4, 8, 12], 2, half=True),
+        [20 / 7, 64 / 7], rtol=1e-6)

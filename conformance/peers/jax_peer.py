@@ -13,6 +13,9 @@ filter TF's resize does not apply): a porting pitfall. So two backends: ``jax`` 
   ``jax.image.resize`` of the spatial axes.
 - ResizeGrad, half pixel: with ``scales``, ``jax.image.scale_and_translate`` with those scales
   and no translation (it samples ``(x + 0.5) / scale - 0.5``, ORT's mapping).
+- ResizeBilinear, ResizeNearestNeighbor (half pixel): ``jax.image.resize`` itself, jit-compiled,
+  in the image's dtype (a bilinear result returned as float32, as TF returns it; JAX has no
+  integer linear resize).
 - Conv2DBackpropInput: every padding (as explicit (before, after) pairs), stride, dilation
   (``rhs_dilation``) and layout (``dimension_numbers``).
 - float64 runs inside ``jax.enable_x64(True)``, a scoped switch.
@@ -21,12 +24,12 @@ import functools
 
 import numpy as np
 
-from tfcompat import _resample as rs
+from tfcompat import _forward as fw, _resample as rs
 from tfcompat.conv import problem as _conv
 from tfcompat._resample import Rule
 from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
-                                   RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
-                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+                                   RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR, RESIZE_NEAREST_NEIGHBOR_GRAD)
 from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKENDS = ("jax", "jax-antialias")
@@ -69,6 +72,28 @@ def _resize_vjp(in_shape, out_shape, method, antialias, spatial, scales, dtype):
         return pullback(g)[0]
 
     return jax.jit(backward)
+
+
+@functools.lru_cache(maxsize=64)
+def _resize_jit(out_shape, method, antialias):
+    jax = _jax()
+    return jax.jit(lambda x: jax.image.resize(x, out_shape, method, antialias=antialias))
+
+
+def _forward(problem, antialias):
+    jax = _jax()
+    rule = problem.axes[0].rule
+    if rule not in _HALF:
+        raise UnsupportedError(f"jax.image.resize has half-pixel centres only (got "
+                               f"{problem.axes[0].describe()})")
+    images = np.asarray(problem.images)
+    if problem.linear and images.dtype.kind in "iu":
+        raise UnsupportedError(f"jax.image.resize has no linear {images.dtype} resize")
+    with jax.enable_x64(images.dtype == np.float64):
+        fn = _resize_jit(tuple(problem.out_shape), "linear" if problem.linear else "nearest",
+                         antialias)
+        out = np.asarray(fn(images))
+    return out.astype(problem.out_dtype, copy=False)
 
 
 def _resample(problem, antialias):
@@ -135,12 +160,20 @@ def _configs(backend, antialias):
     def resize_grad(inputs, attrs):
         return _resample(rs.resize_grad_problem(inputs, attrs), antialias)
 
+    def resize_bilinear(inputs, attrs):
+        return _forward(fw.resize_bilinear_problem(inputs, attrs), antialias)
+
+    def resize_nearest_neighbor(inputs, attrs):
+        return _forward(fw.resize_nearest_neighbor_problem(inputs, attrs), antialias)
+
     return (
         KernelConfig(RESIZE_BILINEAR_GRAD, backend, resize_bilinear_grad),
         KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, backend, resize_nearest_neighbor_grad),
         KernelConfig(CONV2D_BACKPROP_INPUT, backend, _conv_grad),
         KernelConfig(INTERPOLATE_BACKWARD, backend, interpolate_backward),
         KernelConfig(RESIZE_GRAD, backend, resize_grad),
+        KernelConfig(RESIZE_BILINEAR, backend, resize_bilinear),
+        KernelConfig(RESIZE_NEAREST_NEIGHBOR, backend, resize_nearest_neighbor),
     )
 
 

@@ -8,6 +8,9 @@
   InterpolateBackward ``half_pixel`` (and ``tf_half_pixel_for_nn``), and the half-pixel modes of
   ResizeBilinearGrad and ResizeNearestNeighborGrad; everything else is unsupported.
   ResizeGrad's ``scales`` become the primitive's ``factors``.
+- The resampling forward primitive (the same descriptor, ``forward_training``) for TF's forward
+  resizes in half-pixel mode, NHWC, in the image's dtype (a bilinear result returned as float32,
+  as TF returns it: a half-type result converted exactly, not recomputed).
 - Convolution backward data (``dnnl_convolution_backward_data_primitive_desc_create``,
   ``convolution_direct``): strides, dilations (oneDNN counts them from 0), asymmetric padding,
   NHWC and NCHW. The primitive picks its own memory formats (``format_tag_any``) and the data
@@ -26,7 +29,7 @@ import functools
 
 import numpy as np
 
-from tfcompat import _resample as rs
+from tfcompat import _forward as fw, _resample as rs
 from tfcompat.conv import problem as _conv
 # (missing: imported as the peer's own availability check, conformance/peers/__init__.py)
 from tfcompat._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WEIGHTS, BF16,
@@ -35,8 +38,8 @@ from tfcompat._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WE
                      Dims, Owner, library, missing, plain_strides, ptr)  # noqa: F401
 from tfcompat._resample import Rule
 from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
-                                   RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
-                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+                                   RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR, RESIZE_NEAREST_NEIGHBOR_GRAD)
 from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKEND = "onednn"
@@ -68,9 +71,9 @@ def _data_order(ndim, channels_last):
 
 
 @functools.lru_cache(maxsize=64)
-def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors):
-    """(owner of the oneDNN objects, the backward primitive, its implementation, the src and
-    dst memory descriptors)."""
+def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors, backward=True):
+    """(owner of the oneDNN objects, the backward (or forward) primitive, its implementation,
+    the src and dst memory descriptors)."""
     L = library()
     own = Owner()
     ndim = len(in_logical)
@@ -83,6 +86,8 @@ def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors):
         ctypes.byref(fwd), L.engine, FORWARD_TRAINING, alg, fac, src, dst, None),
         "resampling_forward_primitive_desc_create")
     own.own(_PD, fwd)
+    if backward is False:
+        return own, own.own(_PRIM, L.primitive(fwd)), L.impl(fwd), src, dst
     pd = ctypes.c_void_p()
     L.ok(L.lib.dnnl_resampling_backward_primitive_desc_create(
         ctypes.byref(pd), L.engine, alg, fac, src, dst, fwd, None),
@@ -128,6 +133,41 @@ def _resample(problem):
             L.lib.dnnl_memory_destroy(m_dy)
             L.lib.dnnl_memory_destroy(m_dx)
     return dx
+
+
+def _forward(problem):
+    L = library()
+    rule = problem.axes[0].rule
+    if rule not in _HALF:
+        raise UnsupportedError("oneDNN's resampling has half-pixel centres only, no "
+                               "align_corners or asymmetric mapping (got "
+                               f"{problem.axes[0].describe()})")
+    images = np.ascontiguousarray(problem.images)
+    dtype = _dnnl_dtype(images.dtype)
+    b, ih, iw, c = images.shape
+    oh, ow = (a.out_size for a in problem.axes)
+    out = np.empty((b, oh, ow, c), images.dtype)
+    alg = RESAMPLING_LINEAR if problem.linear else RESAMPLING_NEAREST
+    with L.lock:
+        _own, prim, impl, src, dst = _resampling(alg, (b, c, ih, iw), (b, c, oh, ow), dtype, True,
+                                                 (), False)
+        LAST_IMPL[problem.kernel] = impl
+        m_src = L.memory(src.value, ptr(images))
+        m_dst = L.memory(dst.value, ptr(out))
+        try:
+            L.execute(prim, [(ARG_SRC, m_src), (ARG_DST, m_dst)])
+        finally:
+            L.lib.dnnl_memory_destroy(m_src)
+            L.lib.dnnl_memory_destroy(m_dst)
+    return out.astype(problem.out_dtype, copy=False)
+
+
+def resize_bilinear(inputs, attrs):
+    return _forward(fw.resize_bilinear_problem(inputs, attrs))
+
+
+def resize_nearest_neighbor(inputs, attrs):
+    return _forward(fw.resize_nearest_neighbor_problem(inputs, attrs))
 
 
 def resize_bilinear_grad(inputs, attrs):
@@ -242,6 +282,8 @@ KERNEL_CONFIGS = (
     KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
     KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
     KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
+    KernelConfig(RESIZE_BILINEAR, BACKEND, resize_bilinear),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR, BACKEND, resize_nearest_neighbor),
 )
 
 

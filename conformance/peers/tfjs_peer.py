@@ -17,8 +17,8 @@ directory, never into the repository:
 The directory is ``$TFCOMPAT_TFJS_DIR``, or ``~/.cache/tfcompat/tfjs-4.22.0``. Without Node or
 the packages every kernel raises tfcompat.UnsupportedError saying which is missing.
 
-Kernels: ResizeBilinearGrad, ResizeNearestNeighborGrad, Conv2DBackpropInput, with tfjs's own
-attribute names passed as they are. tfjs computes in float32 (and int32); other dtypes, and
+Kernels: ResizeBilinearGrad, ResizeNearestNeighborGrad, Conv2DBackpropInput and the forward
+ResizeBilinear, ResizeNearestNeighbor, with tfjs's own attribute names passed as they are. tfjs computes in float32 (and int32); other dtypes, and
 dilations (tfjs's Conv2DBackpropInput has none), are unsupported.
 """
 import atexit
@@ -35,9 +35,10 @@ import time
 
 import numpy as np
 
-from tfcompat import _resample as rs
+from tfcompat import _forward as fw, _resample as rs
 from tfcompat.conv import problem as _conv
-from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR_GRAD,
+from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR,
+                                   RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
                                    RESIZE_NEAREST_NEIGHBOR_GRAD)
 from tfcompat.registry import KernelConfig, UnsupportedError
 
@@ -219,6 +220,24 @@ def resize_nearest_neighbor_grad(inputs, attrs):
                    attrs)
 
 
+def _forward(kernel, parser, inputs, attrs):
+    problem = parser(inputs, attrs)  # our checks first: the same errors as every backend
+    images = np.asarray(problem.images)
+    _need_tfjs({images.dtype})
+    tf_attrs = {"size": [a.out_size for a in problem.axes],
+                "alignCorners": bool(attrs.get("alignCorners", False)),
+                "halfPixelCenters": bool(attrs.get("halfPixelCenters", False))}
+    return NODE.call(kernel, {"images": images}, tf_attrs).astype(problem.out_dtype, copy=False)
+
+
+def resize_bilinear(inputs, attrs):
+    return _forward("ResizeBilinear", fw.resize_bilinear_problem, inputs, attrs)
+
+
+def resize_nearest_neighbor(inputs, attrs):
+    return _forward("ResizeNearestNeighbor", fw.resize_nearest_neighbor_problem, inputs, attrs)
+
+
 def _plain(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -247,6 +266,8 @@ KERNEL_CONFIGS = (
     KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
     KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
     KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
+    KernelConfig(RESIZE_BILINEAR, BACKEND, resize_bilinear),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR, BACKEND, resize_nearest_neighbor),
 )
 
 

@@ -1,5 +1,8 @@
 """The ``torch`` peer: PyTorch's own CPU backward ops (``pip install 'tfcompat[torch]'``).
 
+The forward resizes (ResizeBilinear, ResizeNearestNeighbor) run ``F.interpolate`` on the
+NHWC image as a channels-last tensor, in the image's dtype; a bilinear result is returned as
+float32, as TF returns it (a half-type result converted exactly, not recomputed).
 Resizes run ``torch.ops.aten.upsample_*_backward`` directly (what autograd calls for
 ``F.interpolate``); the conv runs ``torch.nn.grad.conv2d_input``. Attribute mapping, each one
 checked on a small hand-worked case in tests/test_peers.py:
@@ -22,12 +25,12 @@ NCHW tensors) and computed in the grads' dtype; an output whose dtype differs fr
 """
 import numpy as np
 
-from tfcompat import _resample as rs
+from tfcompat import _forward as fw, _resample as rs
 from tfcompat.conv import problem as _conv
 from tfcompat._resample import Rule
 from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
-                                   RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
-                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
+                                   RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR, RESIZE_NEAREST_NEIGHBOR_GRAD)
 from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKEND = "torch"
@@ -136,6 +139,36 @@ def _resample(problem):
     return _numpy(torch, out, problem.out_dtype)
 
 
+def _forward(problem):
+    torch = _torch()
+    import torch.nn.functional as F
+    rule = problem.axes[0].rule
+    if rule not in TORCH_MODES:
+        raise UnsupportedError(f"PyTorch has no {_NAMES.get(rule, rule.name)}")
+    name, align = TORCH_MODES[rule]
+    images = np.asarray(problem.images)
+    if problem.linear and images.dtype.kind in "iu":
+        raise UnsupportedError(f"PyTorch's bilinear interpolate has no {images.dtype} kernel")
+    x = _tensor(torch, images).permute(0, 3, 1, 2)     # a channels-last NCHW view
+    kw = {} if align is None else {"align_corners": align}
+    try:
+        out = F.interpolate(x, size=[a.out_size for a in problem.axes],
+                            mode="bilinear" if name == "linear" else name, **kw)
+    except RuntimeError as exc:     # a dtype PyTorch's CPU kernel lacks
+        if "not implemented" in str(exc):
+            raise UnsupportedError(f"PyTorch: {str(exc).splitlines()[0]}") from None
+        raise
+    return np.ascontiguousarray(_numpy(torch, out.permute(0, 2, 3, 1), problem.out_dtype))
+
+
+def resize_bilinear(inputs, attrs):
+    return _forward(fw.resize_bilinear_problem(inputs, attrs))
+
+
+def resize_nearest_neighbor(inputs, attrs):
+    return _forward(fw.resize_nearest_neighbor_problem(inputs, attrs))
+
+
 def resize_bilinear_grad(inputs, attrs):
     return _resample(rs.resize_bilinear_grad_problem(inputs, attrs))
 
@@ -186,4 +219,6 @@ KERNEL_CONFIGS = (
     KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
     KernelConfig(INTERPOLATE_BACKWARD, BACKEND, interpolate_backward),
     KernelConfig(RESIZE_GRAD, BACKEND, resize_grad),
+    KernelConfig(RESIZE_BILINEAR, BACKEND, resize_bilinear),
+    KernelConfig(RESIZE_NEAREST_NEIGHBOR, BACKEND, resize_nearest_neighbor),
 )
