@@ -35,7 +35,7 @@ from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport floorf, ceilf, roundf
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, free
-from libc.stdint cimport int32_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t
 from scipy.linalg.cython_blas cimport sgemm, dgemm
 
 import numpy as np
@@ -52,6 +52,7 @@ include "csrc/linear.pxi"
 include "csrc/nearest.pxi"
 include "csrc/plan.pxi"
 include "csrc/forward.pxi"
+include "csrc/capi.pxi"
 include "csrc/conv_core.pxi"
 include "csrc/conv_col2im.pxi"
 include "csrc/conv_gather.pxi"

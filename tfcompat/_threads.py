@@ -59,11 +59,23 @@ def _resolve(n):
     return n
 
 
+_listeners = []
+
+
+def on_change(callback):
+    """Call ``callback(threads)`` now and whenever the setting changes (the C entry keeps its
+    own copy, which callers without the GIL read)."""
+    _listeners.append(callback)
+    callback(get_num_threads())
+
+
 def set_num_threads(n):
     """Set the number of threads tfcompat's kernels use (``None`` restores the default)."""
     global _requested
     _resolve(n)  # validate now, so a bad value fails at the call that made it
     _requested = n
+    for callback in _listeners:
+        callback(get_num_threads())
 
 
 def get_num_threads():

@@ -44,11 +44,19 @@ def _run(kernel_name, backend, inputs, attrs):
     except (ValueError, TypeError, MemoryError) as exc:
         if type(exc) not in (ValueError, TypeError, MemoryError) or kernel_name not in _NAMES:
             raise
-        names = _NAMES[kernel_name]
-        message = _PATTERNS[kernel_name].sub(lambda m: names[m.group(1)], str(exc))
+        message = rename(kernel_name, str(exc))
         if message == str(exc):
             raise
         raise type(exc)(message) from None
+
+
+def rename(kernel_name, message):
+    """A policy-layer message with the registry's input and attribute names (tfjs's) replaced
+    by the op's own (TF's)."""
+    if kernel_name not in _NAMES:
+        return message
+    names = _NAMES[kernel_name]
+    return _PATTERNS[kernel_name].sub(lambda m: names[m.group(1)], message)
 
 
 def resize_bilinear(images, size, *, align_corners=False, half_pixel_centers=False,

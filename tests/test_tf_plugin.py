@@ -1,0 +1,169 @@
+"""tfcompat.tf (docs/architecture.md#inside-tensorflow): after ``enable()``, TF's own
+ResizeBilinearGrad and ResizeNearestNeighborGrad run tfcompat's kernels, in eager mode, in
+``tf.function`` and under a GradientTape, with TF's results (computed in the same process
+before ``enable()``: TF is the oracle) and TF's errors in tfcompat's words. Each scenario runs
+in a fresh Python process, since enabling changes the process's TF for good."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers import tf_or_skip
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(body, timeout=300):
+    """Run ``body`` (which ends by printing one JSON line) in a fresh interpreter; its JSON."""
+    tf_or_skip()
+    code = textwrap.dedent('''
+        import json, os, sys
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import numpy as np
+        import tensorflow as tf
+        import tfcompat.tf as ttf
+    ''') + textwrap.dedent(body)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=timeout, env=env, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_raw_ops_equal_tf_s_own_kernels_bit_for_bit():
+    out = _run('''
+        rng = np.random.default_rng(0)
+        cases = []
+        for (b, ih, iw, oh, ow, c) in [(2, 5, 7, 11, 3, 3), (1, 1, 1, 4, 3, 2), (3, 8, 8, 4, 4, 5),
+                                       (2, 17, 5, 41, 9, 8), (1, 64, 64, 128, 128, 16)]:
+            g = rng.standard_normal((b, oh, ow, c)).astype(np.float32)
+            for dt in (np.float32, np.float64, np.float16, tf.bfloat16.as_numpy_dtype):
+                img = np.zeros((b, ih, iw, c), dt)
+                for ac, hp in ((False, False), (True, False), (False, True)):
+                    cases.append(("b", g, img, ac, hp))
+            for dt in (np.float32, np.float64, np.float16, np.int32, np.uint8):
+                gn = (g * 10).astype(dt)
+                for ac, hp in ((False, False), (True, False), (False, True), (True, True)):
+                    cases.append(("n", gn, (ih, iw), ac, hp))
+        def call(kind, g, second, ac, hp):
+            if kind == "b":
+                return tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=second,
+                    align_corners=ac, half_pixel_centers=hp).numpy()
+            return tf.raw_ops.ResizeNearestNeighborGrad(grads=g, size=list(second),
+                align_corners=ac, half_pixel_centers=hp).numpy()
+        before = [call(*c) for c in cases]
+        assert ttf.enabled() is None
+        ttf.enable()
+        calls0 = ttf.enabled()["calls"]
+        after = [call(*c) for c in cases]
+        calls1 = ttf.enabled()["calls"]
+        same = []
+        for c, x, y in zip(cases, before, after):
+            # float16 nearest grads: tfcompat sums in float32 and rounds once, TF in float16
+            # (README: the documented exception); every other case: TF's bits
+            if c[0] == "n" and x.dtype == np.float16:
+                from conformance import metric
+                scale = metric.magnitude("ResizeNearestNeighborGrad",
+                                         {"dy": c[1], "images": np.zeros((c[1].shape[0],) + c[2]
+                                                                         + (c[1].shape[3],),
+                                                                         np.float16)},
+                                         {"alignCorners": c[3], "halfPixelCenters": c[4]})
+                same.append(metric.compare(y, x, scale, np.float16).passed)
+            else:
+                same.append(x.dtype == y.dtype and x.tobytes() == y.tobytes())
+        print(json.dumps({"n": len(cases), "same": sum(same), "calls0": calls0,
+                          "calls1": calls1}))
+    ''')
+    assert out["same"] == out["n"]
+    for op in ("ResizeBilinearGrad", "ResizeNearestNeighborGrad"):
+        assert out["calls1"][op] - out["calls0"][op] == out["n"] // 2 or out["calls1"][op] > \
+            out["calls0"][op]
+    assert sum(out["calls1"].values()) - sum(out["calls0"].values()) == out["n"]
+
+
+def test_gradient_tape_in_eager_and_tf_function_equals_tf():
+    out = _run('''
+        rng = np.random.default_rng(1)
+        x = tf.constant(rng.standard_normal((2, 10, 12, 3)).astype(np.float32))
+        def grads(x):
+            res = []
+            for method in ("bilinear", "nearest"):
+                with tf.GradientTape() as t:
+                    t.watch(x)
+                    y = tf.image.resize(x, (33, 7), method=method)
+                    loss = tf.reduce_sum(y * y)
+                res.append(t.gradient(loss, x))
+            return res
+        numpy = lambda ts: [t.numpy() for t in ts]
+        before = numpy(grads(x) + tf.function(grads)(x))
+        ttf.enable()
+        after = numpy(grads(x) + tf.function(lambda x: grads(x))(x))
+        calls = ttf.enabled()["calls"]
+        print(json.dumps({"same": [a.tobytes() == b.tobytes() for a, b in zip(before, after)],
+                          "calls": calls}))
+    ''')
+    assert out["same"] == [True] * 4
+    assert out["calls"]["ResizeBilinearGrad"] >= 2
+    assert out["calls"]["ResizeNearestNeighborGrad"] >= 2
+
+
+def test_invalid_inputs_raise_tf_errors_in_tfcompat_s_words():
+    out = _run('''
+        ttf.enable()
+        g = np.ones((1, 4, 4, 1), np.float32)
+        msgs = []
+        for kwargs in (dict(grads=g[0], original_image=np.zeros((1, 2, 2, 1), np.float32)),
+                       dict(grads=g, original_image=np.zeros((2, 2, 2, 1), np.float32)),
+                       dict(grads=g, original_image=np.zeros((1, 2, 2, 1), np.float32),
+                            align_corners=True, half_pixel_centers=True)):
+            try:
+                tf.raw_ops.ResizeBilinearGrad(**kwargs)
+                msgs.append(None)
+            except tf.errors.InvalidArgumentError as exc:
+                msgs.append(exc.message)
+        try:
+            tf.raw_ops.ResizeNearestNeighborGrad(grads=g, size=[0, 3])
+            msgs.append(None)
+        except tf.errors.InvalidArgumentError as exc:
+            msgs.append(exc.message)
+        print(json.dumps({"msgs": msgs}))
+    ''')
+    m = out["msgs"]
+    assert "grads: got shape (4, 4, 1) (rank 3); expected rank 4" in m[0]
+    assert "grads: batch 1" in m[1] and "original_image batch 2" in m[1]
+    assert "align_corners: got True together with half_pixel_centers=True" in m[2]
+    assert "size" in m[3] and "expected >= 1" in m[3]
+
+
+def test_jit_compile_keeps_tf_s_result_without_our_kernels():
+    out = _run('''
+        x = tf.constant(np.random.default_rng(2).standard_normal((1, 6, 5, 2)).astype(np.float32))
+        def g(x):
+            with tf.GradientTape() as t:
+                t.watch(x)
+                y = tf.image.resize(x, (13, 11))
+            return t.gradient(y, x)
+        want = tf.function(g, jit_compile=True)(x).numpy()
+        ttf.enable()
+        got = tf.function(g, jit_compile=True)(x).numpy()
+        print(json.dumps({"same": want.tobytes() == got.tobytes(),
+                          "calls": ttf.enabled()["calls"]["ResizeBilinearGrad"]}))
+    ''')
+    assert out["same"] and out["calls"] == 0
+
+
+def test_enable_is_idempotent_and_safe_from_threads():
+    out = _run('''
+        import threading
+        results = []
+        ts = [threading.Thread(target=lambda: results.append(ttf.enable()["library"]))
+              for _ in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        again = ttf.enable()["library"]
+        print(json.dumps({"libs": sorted(set(results + [again])), "n": len(results)}))
+    ''')
+    assert out["n"] == 4 and len(out["libs"]) == 1

@@ -1,0 +1,66 @@
+/* tfcompat's C entry into its compiled kernels (docs/architecture.md#the-c-entry).
+ *
+ * The kernel extension exports a PyCapsule, tfcompat._kernels.C_API (name "tfcompat.C_API"),
+ * holding a TfcApi. A caller (the TensorFlow plugin, tfcompat/csrc/tf_plugin.c) builds a plan
+ * once per call signature with resample_plan and runs it on raw pointers with resample_run:
+ * no Python and no GIL. A signature seen before is found in a C-side cache (bounded in count
+ * and bytes); a new one takes the GIL once, and tfcompat's Python policy layer validates it
+ * and builds the plan (its errors come back as the message TF raises).
+ *
+ * ABI: a caller checks abi_version == TFC_ABI_VERSION and refuses another. Add fields at the
+ * end only, and raise the version when a field's meaning changes.
+ */
+#ifndef TFCOMPAT_CAPI_H
+#define TFCOMPAT_CAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TFC_ABI_VERSION 1
+#define TFC_MAX_DIMS 8
+
+/* the kernels */
+enum { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD = 1 };
+/* dtypes, tfcompat's codes (not TF's DataType numbers) */
+enum { TFC_F32 = 0, TFC_F64 = 1, TFC_F16 = 2, TFC_BF16 = 3, TFC_U8 = 4, TFC_I8 = 5,
+       TFC_I32 = 6 };
+
+/* A resampling grad's call signature. Zero it before filling it in: it is compared as bytes.
+ * dy: the grads (rank and dims as TF gives them); image: ResizeBilinearGrad's
+ * original_image, or ResizeNearestNeighborGrad's [B, size[0], size[1], C] with image_rank
+ * the size tensor's element count plus 2 (a bad size is refused by the policy layer). */
+typedef struct {
+    int32_t kernel;
+    int32_t dy_dtype;
+    int32_t out_dtype;
+    int32_t dy_rank;
+    int64_t dy_dims[TFC_MAX_DIMS];
+    int32_t image_rank;
+    int32_t align_corners;
+    int64_t image_dims[TFC_MAX_DIMS];
+    int32_t half_pixel_centers;
+    int32_t reserved;
+} TfcResampleSig;
+
+typedef struct TfcPlan TfcPlan;
+
+typedef struct {
+    int32_t abi_version;
+    /* The plan of a signature, with a reference the caller gives back with plan_release.
+     * Returns 0, or non-zero with a message in err (the policy layer's ValueError or
+     * TypeError: the input is invalid) and *plan NULL. Takes the GIL on a cache miss; never
+     * while the interpreter is finalizing (an error then). */
+    int (*resample_plan)(const TfcResampleSig* sig, TfcPlan** plan, char* err, size_t errlen);
+    /* dx = the plan's backward of dy on num_threads threads (dy and dx: C-contiguous, the
+     * signature's shapes and dtypes, any alignment of their element type). Returns 0, or
+     * non-zero when scratch memory could not be allocated (err says so). No GIL. */
+    int (*resample_run)(TfcPlan* plan, const void* dy, void* dx, int num_threads, char* err,
+                        size_t errlen);
+    void (*plan_release)(TfcPlan* plan);
+    /* bytes of dx (the output's TF allocates) */
+    int64_t (*plan_out_bytes)(const TfcPlan* plan);
+    /* tfcompat's thread count now (set_num_threads / OMP_NUM_THREADS) */
+    int (*num_threads)(void);
+} TfcApi;
+
+#endif

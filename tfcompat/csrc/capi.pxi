@@ -1,0 +1,334 @@
+# The C entry (csrc/capi.h, docs/architecture.md#the-c-entry): resampling grads planned once per
+# signature and run on raw pointers with no Python and no GIL, for the TensorFlow plugin.
+#
+# A TfcPlan is a copy of a validated ResamplePlan's sizes and tables in one block of C memory,
+# so that running and freeing it need no Python object. The cache holds up to CAPI_MAX_PLANS
+# plans and CAPI_MAX_BYTES of tables (the Python plan cache's bounds); each plan counts its
+# references (the cache's and each caller's) and is freed by whoever drops the last.
+
+from cpython.pycapsule cimport PyCapsule_New
+from libc.string cimport memcmp, memmove, strncpy
+from libc.stdlib cimport calloc
+
+cdef extern from "capi.h":
+    int TFC_ABI_VERSION
+    int TFC_MAX_DIMS
+    int TFC_F32, TFC_F64, TFC_F16, TFC_BF16, TFC_U8, TFC_I8, TFC_I32
+    ctypedef struct TfcResampleSig:
+        int32_t kernel
+        int32_t dy_dtype
+        int32_t out_dtype
+        int32_t dy_rank
+        int64_t dy_dims[8]
+        int32_t image_rank
+        int32_t align_corners
+        int64_t image_dims[8]
+        int32_t half_pixel_centers
+    ctypedef struct TfcPlan
+    ctypedef struct TfcApi:
+        int32_t abi_version
+        int (*resample_plan)(const TfcResampleSig*, TfcPlan**, char*, size_t) noexcept nogil
+        int (*resample_run)(TfcPlan*, const void*, void*, int, char*, size_t) noexcept nogil
+        void (*plan_release)(TfcPlan*) noexcept nogil
+        int64_t (*plan_out_bytes)(const TfcPlan*) noexcept nogil
+        int (*num_threads)() noexcept nogil
+
+cdef extern from *:
+    """
+    /* Py_IsFinalizing is public from Python 3.13; _Py_IsFinalizing before */
+    #if PY_VERSION_HEX >= 0x030D0000
+    #define tfc_is_finalizing() Py_IsFinalizing()
+    #else
+    #define tfc_is_finalizing() _Py_IsFinalizing()
+    #endif
+    """
+    int tfc_is_finalizing() nogil
+
+cdef extern from *:
+    """
+    #include <pthread.h>
+    static pthread_mutex_t tfc_capi_lock = PTHREAD_MUTEX_INITIALIZER;
+    static void tfc_capi_acquire(void) { pthread_mutex_lock(&tfc_capi_lock); }
+    static void tfc_capi_unlock(void) { pthread_mutex_unlock(&tfc_capi_lock); }
+    static int tfc_add_ref(int* refs, int delta) {
+        return __atomic_add_fetch(refs, delta, __ATOMIC_ACQ_REL);
+    }
+    """
+    void tfc_capi_acquire() nogil
+    void tfc_capi_unlock() nogil
+    int tfc_add_ref(int* refs, int delta) nogil
+
+
+# what a TfcPlan (opaque in capi.h) is
+cdef struct CPlan:
+    TfcResampleSig sig
+    ResampleArgs args
+    resample_entry entry
+    int refs
+    int empty
+    int widen               # dy is float16 (1) or bfloat16 (2): widened to float32 first
+    int round_out           # dx is float16 (1) or bfloat16 (2): summed in float32, rounded
+    Py_ssize_t dy_count, dx_count, out_bytes, nbytes
+    char* tables            # the block the args' table pointers point into
+
+
+cdef enum:
+    CAPI_MAX_PLANS = 256
+
+cdef Py_ssize_t CAPI_MAX_BYTES = 64 << 20
+cdef CPlan* _capi_plans[256]
+cdef Py_ssize_t _capi_count = 0, _capi_bytes = 0
+cdef int _capi_threads = 1
+cdef TfcApi _API
+
+_CODES = None   # TFC_* code -> NumPy dtype, filled when the capsule is made
+
+
+cdef void _plan_free(CPlan* p) noexcept nogil:
+    free(p.tables)
+    free(p)
+
+
+cdef void _release(CPlan* p) noexcept nogil:
+    if p != NULL and tfc_add_ref(&p.refs, -1) == 0:
+        _plan_free(p)
+
+
+cdef void _capi_release(TfcPlan* p) noexcept nogil:
+    _release(<CPlan*>p)
+
+
+cdef int64_t _capi_out_bytes(const TfcPlan* p) noexcept nogil:
+    return (<const CPlan*>p).out_bytes
+
+
+cdef int _capi_num_threads() noexcept nogil:
+    return _capi_threads
+
+
+def capi_set_threads(int n):
+    """The thread count the C entry reports (tfcompat._threads keeps it current)."""
+    global _capi_threads
+    _capi_threads = max(1, n)
+
+
+cdef void _error(char* err, size_t errlen, const char* msg) noexcept nogil:
+    if errlen:
+        strncpy(err, msg, errlen - 1)
+        err[errlen - 1] = 0
+
+
+cdef CPlan* _cache_find(const TfcResampleSig* sig) noexcept nogil:
+    """The cached plan of sig with a new reference, or NULL (under the lock)."""
+    cdef Py_ssize_t i
+    cdef CPlan* p = NULL
+    tfc_capi_acquire()
+    for i in range(_capi_count):
+        if memcmp(&_capi_plans[i].sig, sig, sizeof(TfcResampleSig)) == 0:
+            p = _capi_plans[i]
+            tfc_add_ref(&p.refs, 1)
+            break
+    tfc_capi_unlock()
+    return p
+
+
+cdef void _cache_put(CPlan* p) noexcept nogil:
+    """Keep p (one reference for the cache), dropping the oldest plans to make room; a plan
+    larger than the byte bound is not kept."""
+    global _capi_count, _capi_bytes
+    cdef Py_ssize_t i
+    if p.nbytes > CAPI_MAX_BYTES:
+        return
+    tfc_capi_acquire()
+    for i in range(_capi_count):
+        if memcmp(&_capi_plans[i].sig, &p.sig, sizeof(TfcResampleSig)) == 0:
+            tfc_capi_unlock()      # another thread kept the same signature first
+            return
+    while _capi_count > 0 and (_capi_count >= CAPI_MAX_PLANS
+                               or _capi_bytes + p.nbytes > CAPI_MAX_BYTES):
+        _capi_bytes -= _capi_plans[0].nbytes
+        _release(_capi_plans[0])
+        memmove(&_capi_plans[0], &_capi_plans[1], (_capi_count - 1) * sizeof(CPlan*))
+        _capi_count -= 1
+    tfc_add_ref(&p.refs, 1)
+    _capi_plans[_capi_count] = p
+    _capi_count += 1
+    _capi_bytes += p.nbytes
+    tfc_capi_unlock()
+
+
+cdef Py_ssize_t _table_bytes(object a):
+    return 0 if a is None else cnp.PyArray_NBYTES(<cnp.ndarray>a)
+
+
+cdef char* _copy_table(object a, char** cursor):
+    """Copy a table into the block at *cursor (16-byte steps); its new address, or NULL."""
+    if a is None:
+        return NULL
+    cdef cnp.ndarray arr = <cnp.ndarray>a
+    cdef char* at = cursor[0]
+    cdef Py_ssize_t nb = cnp.PyArray_NBYTES(arr)
+    memcpy(at, cnp.PyArray_DATA(arr), nb)
+    cursor[0] = at + ((nb + 15) // 16) * 16
+    return at
+
+
+cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
+    """A plan copied from a cython-backend ResamplePlan (with the GIL)."""
+    cdef CPlan* p = <CPlan*>calloc(1, sizeof(CPlan))
+    if p == NULL:
+        raise MemoryError("tfcompat's C entry: a plan")
+    memcpy(&p.sig, sig, sizeof(TfcResampleSig))
+    p.refs = 1
+    p.empty = plan.empty
+    p.out_bytes = math_prod(plan.out_shape) * np.dtype(plan.out_dtype).itemsize
+    if p.empty:
+        return p
+    cdef ResamplePlan k = <ResamplePlan>plan.kernel
+    t = k.tables
+    names = ("z_off", "z_src", "z_cnt", "z_w0", "z_w1", "y_off", "y_src", "y_cnt", "y_w0",
+             "y_w1", "x_lo", "x_hi", "x_wlo", "x_whi", "x_off")
+    arrays = [getattr(t, n) for n in names]
+    cdef Py_ssize_t total = 0
+    for a in arrays:
+        total += ((_table_bytes(a) + 15) // 16) * 16
+    p.tables = <char*>malloc(max(total, 16))
+    if p.tables == NULL:
+        free(p)
+        raise MemoryError("tfcompat's C entry: a plan's tables")
+    p.nbytes = total
+    p.args = k.args
+    p.entry = k.entry
+    cdef char* cur = p.tables
+    p.args.t.z_off = <const int32_t*>_copy_table(arrays[0], &cur)
+    p.args.t.z_src = <const int32_t*>_copy_table(arrays[1], &cur)
+    p.args.t.z_cnt = <const int32_t*>_copy_table(arrays[2], &cur)
+    p.args.t.z_w0 = <const float*>_copy_table(arrays[3], &cur)
+    p.args.t.z_w1 = <const float*>_copy_table(arrays[4], &cur)
+    p.args.t.y_off = <const int32_t*>_copy_table(arrays[5], &cur)
+    p.args.t.y_src = <const int32_t*>_copy_table(arrays[6], &cur)
+    p.args.t.y_cnt = <const int32_t*>_copy_table(arrays[7], &cur)
+    p.args.t.y_w0 = <const float*>_copy_table(arrays[8], &cur)
+    p.args.t.y_w1 = <const float*>_copy_table(arrays[9], &cur)
+    p.args.x_lo = <const int32_t*>_copy_table(arrays[10], &cur)
+    p.args.x_hi = <const int32_t*>_copy_table(arrays[11], &cur)
+    p.args.x_wlo = <const float*>_copy_table(arrays[12], &cur)
+    p.args.x_whi = <const float*>_copy_table(arrays[13], &cur)
+    p.args.x_off = <const int32_t*>_copy_table(arrays[14], &cur)
+    # the half types by the signature's codes: the plan widens dy's (a nearest grad's) and
+    # rounds dx's
+    p.widen = (0 if not plan.widen else 1 if sig.dy_dtype == TFC_F16
+               else 2 if sig.dy_dtype == TFC_BF16 else -1)
+    p.round_out = (0 if plan.acc_dtype == plan.out_dtype else 1 if sig.out_dtype == TFC_F16
+                   else 2 if sig.out_dtype == TFC_BF16 else -1)
+    if p.widen < 0 or p.round_out < 0:
+        _plan_free(p)
+        raise TypeError("tfcompat's C entry: a conversion it does not run")
+    p.dy_count = k.args.rows_b * k.args.Oz * k.args.Oy * k.args.Ox * k.args.C
+    p.dx_count = k.args.rows_b * k.args.Iz * k.args.Iy * k.args.Ix * k.args.C
+    return p
+
+
+def math_prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+cdef int _capi_resample_plan(const TfcResampleSig* sig, TfcPlan** out, char* err,
+                             size_t errlen) noexcept nogil:
+    out[0] = <TfcPlan*>_cache_find(sig)
+    if out[0] != NULL:
+        return 0
+    if tfc_is_finalizing():
+        _error(err, errlen, "tfcompat: the Python interpreter is shutting down")
+        return 1
+    cdef int status = 0
+    with gil:
+        status = _build_plan(sig, out, err, errlen)
+    return status
+
+
+cdef int _build_plan(const TfcResampleSig* sig, TfcPlan** out, char* err, size_t errlen):
+    cdef CPlan* p
+    try:
+        from tfcompat import _capi
+        dy_shape = tuple(sig.dy_dims[i] for i in range(min(max(sig.dy_rank, 0), 8)))
+        img_shape = tuple(sig.image_dims[i] for i in range(min(max(sig.image_rank, 0), 8)))
+        plan = _capi.resample_plan(sig.kernel, _CODES[sig.dy_dtype], _CODES[sig.out_dtype],
+                                   dy_shape, img_shape, bool(sig.align_corners),
+                                   bool(sig.half_pixel_centers))
+        p = _plan_from(plan, sig)
+    except BaseException as exc:
+        msg = str(exc).encode("utf-8", "replace")
+        _error(err, errlen, <const char*>msg)
+        out[0] = NULL
+        return 1
+    _cache_put(p)
+    out[0] = <TfcPlan*>p
+    return 0
+
+
+cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_threads,
+                            char* err, size_t errlen) noexcept nogil:
+    cdef CPlan* p = <CPlan*>plan
+    cdef const void* src = dy
+    cdef void* acc = dx
+    cdef float* widened = NULL
+    cdef float* summed = NULL
+    cdef float* work = NULL
+    cdef int nt = max(1, num_threads)
+    if p.empty:
+        memset(dx, 0, p.out_bytes)
+        return 0
+    if p.widen:
+        widened = <float*>malloc(max(p.dy_count, 1) * sizeof(float))
+        if widened == NULL:
+            _error(err, errlen, "tfcompat: out of memory for a float32 copy of the grads")
+            return 1
+        _convert(dy, widened, p.dy_count, p.widen == 2, True, nt)
+        src = widened
+    if p.round_out:
+        summed = <float*>malloc(max(p.dx_count, 1) * sizeof(float))
+        if summed == NULL:
+            free(widened)
+            _error(err, errlen, "tfcompat: out of memory for the float32 sums")
+            return 1
+        acc = summed
+    if p.args.work_per_thread:
+        work = <float*>malloc(p.args.work_per_thread * nt * sizeof(float))
+        if work == NULL:
+            free(widened)
+            free(summed)
+            _error(err, errlen, "tfcompat: out of memory for the kernel's scratch rows")
+            return 1
+    p.entry(src, acc, &p.args, work, nt)
+    if p.round_out:
+        _convert(summed, dx, p.dx_count, p.round_out == 2, False, nt)
+    free(widened)
+    free(summed)
+    free(work)
+    return 0
+
+
+def c_api_capsule():
+    """The PyCapsule "tfcompat.C_API" holding this build's TfcApi (csrc/capi.h)."""
+    global _CODES
+    import ml_dtypes
+    _CODES = {TFC_F32: np.dtype(np.float32), TFC_F64: np.dtype(np.float64),
+              TFC_F16: np.dtype(np.float16), TFC_BF16: np.dtype(ml_dtypes.bfloat16),
+              TFC_U8: np.dtype(np.uint8), TFC_I8: np.dtype(np.int8),
+              TFC_I32: np.dtype(np.int32)}
+    _API.abi_version = TFC_ABI_VERSION
+    _API.resample_plan = _capi_resample_plan
+    _API.resample_run = _capi_resample_run
+    _API.plan_release = _capi_release
+    _API.plan_out_bytes = _capi_out_bytes
+    _API.num_threads = _capi_num_threads
+    return PyCapsule_New(<void*>&_API, b"tfcompat.C_API", NULL)
+
+
+def capi_cached():
+    """(plans, bytes) the C entry's cache holds."""
+    return _capi_count, _capi_bytes
