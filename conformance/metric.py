@@ -51,9 +51,26 @@ def magnitude(kernel_name, inputs, attrs):
         return numpy_backend.conv_backprop_input(problem, absolute=True).astype(np.float64)
     if kernel_name in _forward.PARSERS:
         problem = _forward.PARSERS[kernel_name](inputs, attrs)
+        if problem.linear:
+            return _lerp_magnitude(problem)
         return numpy_backend.forward(problem, absolute=True).astype(np.float64)
     problem = _resample.PARSERS[kernel_name](inputs, attrs)
     return numpy_backend.resample(problem, absolute=True).astype(np.float64)
+
+
+def _lerp_magnitude(problem):
+    """S of the bilinear forward: the largest |value| among each output's taps. TF evaluates it
+    as lerps ``a + (b - a) * w`` in float32, whose rounding scales with the taps, not with the
+    weighted sum: 1.235 + (0.001 - 1.235) * 0.9756 = 0.0311 rounds at 1.235's scale
+    (docs/semantics.md §9)."""
+    data = np.abs(problem.images.astype(np.float32).astype(np.float64))
+    if problem.identity:
+        return data
+    for k, axis in enumerate(problem.axes):
+        moved = np.moveaxis(data, 1 + k, 0)
+        out = np.maximum.reduce([moved[idx] for idx, _ in numpy_backend.axis_taps(axis)])
+        data = np.moveaxis(out, 0, 1 + k)
+    return np.ascontiguousarray(data)
 
 
 class Comparison:
