@@ -59,6 +59,9 @@ def known_cause(record, case):
                 "numbers), rounding once to float32 (TF: every step in float32)")
     if b == "jax-antialias" and downsampling:
         return "jax.image.resize antialiases when downsampling (its default)"
+    if b == "torch" and op in ("rbg", "rb") and case.t == "hp" and case.dtype == "f32":
+        return ("PyTorch rounds the half-pixel position (x + 0.5) * scale - 0.5 once (as a "
+                "fused multiply-add would), TF twice")
     if b in ("torch", "jax", "jax-antialias") and case.dtype == "f64" and op != "rbg":
         return "float64 coordinate arithmetic (the definition: float32, TF's)"
     if b == "torch" and case.op == "interp" and case.t == "pt" and 1 in case.o:

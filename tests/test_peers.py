@@ -296,6 +296,11 @@ def test_finding_torch_rounds_the_half_pixel_position_once():
         got = _run(backend, "ResizeBilinearGrad", inputs, {"halfPixelCenters": True}).reshape(-1)
         lerp = pos - f32(15)
         assert got[15:17].tolist() == [f32(1) - lerp, lerp] and not got[:15].any(), backend
+        # the forward reads the same position: pixels 15 and 16 of 0 and 1 give the lerp
+        image = (np.arange(I) >= 16).astype(f32)
+        out = _run(backend, "ResizeBilinear", {"images": _width(image)},
+                   {"size": [1, O], "halfPixelCenters": True}).reshape(-1)
+        assert out[x] == lerp, backend
 
 
 @torch_
