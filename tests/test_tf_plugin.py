@@ -167,3 +167,32 @@ def test_enable_is_idempotent_and_safe_from_threads():
         print(json.dumps({"libs": sorted(set(results + [again])), "n": len(results)}))
     ''')
     assert out["n"] == 4 and len(out["libs"]) == 1
+
+
+KERAS_FIT = '''
+    import hashlib
+    import keras
+    if ENABLE:
+        ttf.enable()
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).standard_normal((16, 8, 8, 3)).astype(np.float32)
+    y = np.random.default_rng(1).standard_normal((16, 16, 16, 4)).astype(np.float32)
+    m = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3, padding="same"),
+                          keras.layers.UpSampling2D(2, interpolation="bilinear"),
+                          keras.layers.Conv2D(4, 3, padding="same")])
+    m.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    m.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False)
+    weights = b"".join(v.numpy().tobytes() for v in m.weights)
+    calls = ttf.enabled()["calls"]["ResizeBilinearGrad"] if ENABLE else 0
+    print(json.dumps({"digest": hashlib.sha256(weights).hexdigest(), "calls": calls}))
+'''
+
+
+def test_keras_fit_weights_equal_tf_s_own():
+    """Two epochs of a model with a bilinear UpSampling2D between convs: the weights are TF's
+    own to the bit with our kernel in the backward (a fresh process each)."""
+    pytest.importorskip("keras")
+    theirs = _run("ENABLE = False\n" + textwrap.dedent(KERAS_FIT))
+    ours = _run("ENABLE = True\n" + textwrap.dedent(KERAS_FIT))
+    assert ours["calls"] == 8       # 2 epochs of 4 batches
+    assert ours["digest"] == theirs["digest"]
