@@ -5,6 +5,7 @@
     python -m conformance --case rbg_b2_i5x7_o10x3_c3_thp_f32 --backend cython
     python -m conformance merge part1.json part2.json ...
     python -m conformance --peers --matrix docs/peer-matrix.md   # + tfjs, oneDNN, torch, JAX
+    python -m conformance --plugin              # + TF's ops with tfcompat.tf.enable()
 """
 import argparse
 import dataclasses
@@ -41,6 +42,9 @@ def _parser():
                     help="also run the peer backends (conformance.peers: tfjs-cpu, onednn, torch, "
                          "jax, jax-antialias); a peer that differs from TF is a finding, not a "
                          "failure, unless --strict")
+    ap.add_argument("--plugin", action="store_true",
+                    help="also run the tf-plugin backend: TF's raw ops with tfcompat.tf.enable() "
+                         "in a worker process, held to TF's bits like cython")
     ap.add_argument("--strict", action="store_true",
                     help="peers' differences and errors, and differences from PyTorch where it "
                          "stands in for TF, count in the exit status too")
@@ -124,6 +128,12 @@ def main(argv=None):
         from conformance import peers as P
         peers = P.register_peers(overwrite=True)
         backends = list(dict.fromkeys(backends + list(peers)))
+    if args.plugin:
+        from conformance import tf_plugin_backend
+        for config in tf_plugin_backend.KERNEL_CONFIGS:
+            tfcompat.register_kernel(config, overwrite=True)
+        backends = list(dict.fromkeys(backends + [tf_plugin_backend.BACKEND]))
+        runner.BITWISE_BACKENDS.add(tf_plugin_backend.BACKEND)
     for b in backends:
         if b not in tfcompat.list_backends():
             print(f"error: --backend {b!r} is not registered; registered: {tfcompat.list_backends()}",

@@ -196,3 +196,23 @@ def test_keras_fit_weights_equal_tf_s_own():
     ours = _run("ENABLE = True\n" + textwrap.dedent(KERAS_FIT))
     assert ours["calls"] == 8       # 2 epochs of 4 batches
     assert ours["digest"] == theirs["digest"]
+
+
+def test_conformance_worker_runs_our_kernels_against_tf_s_in_this_process():
+    """The harness's tf-plugin backend: TF's ops with the plugin in a worker process, equal to
+    TF's own kernels here (not enabled in this process)."""
+    tf = tf_or_skip()
+    import numpy as np
+    from conformance import tf_plugin_backend as B
+    g = np.random.default_rng(4).standard_normal((2, 9, 7, 3)).astype(np.float32)
+    img = np.zeros((2, 4, 5, 3), np.float32)
+    attrs = {"alignCorners": False, "halfPixelCenters": True}
+    got = B.resize_bilinear_grad({"dy": g, "images": img}, attrs)
+    want = tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=img,
+                                         half_pixel_centers=True).numpy()
+    assert got.tobytes() == want.tobytes()
+    assert B.WORKER.calls["ResizeBilinearGrad"] >= 1
+    with pytest.raises(RuntimeError,
+                       match=r"InvalidArgumentError: .*grads: got shape \(9, 7, 3\)"):
+        B.resize_bilinear_grad({"dy": g[0], "images": img}, attrs)
+    B.WORKER.close()
