@@ -20,6 +20,14 @@ class PlanCache:
     def get(self, key):
         return self.plans.get(key)
 
+    def get_or_make(self, key, make):
+        """The plan under ``key``, made by ``make()`` and kept the first time."""
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = make()
+            self.put(key, plan)
+        return plan
+
     def put(self, key, plan):
         if plan.nbytes > self.max_bytes:
             return

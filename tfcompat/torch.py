@@ -223,11 +223,7 @@ def _runner(shape, like, channels_last, mode):
 
 
 def _run(key, make, t):
-    runner = _cb._PLANS.get(key)
-    if runner is None:
-        runner = make()
-        _cb._PLANS.put(key, runner)
-    return runner(t)
+    return _cb._PLANS.get_or_make(key, make)(t)
 
 
 def _as_laid_out(t):

@@ -99,13 +99,32 @@ def _resampling(alg, in_logical, out_logical, dtype, channels_last, factors, bac
 _HALF = (Rule.LINEAR_HALF_PIXEL, Rule.NEAREST_HALF_PIXEL, Rule.LINEAR_ORT_HALF_PIXEL)
 
 
-def _resample(problem):
-    L = library()
-    axes = problem.layout.axes
-    rule = axes[0].rule
-    if rule not in _HALF:
+def _half_pixel(axis):
+    """The axis's rule, where oneDNN has it: half-pixel centres only."""
+    if axis.rule not in _HALF:
         raise UnsupportedError("oneDNN's resampling has half-pixel centres only, no "
-                               f"align_corners or asymmetric mapping (got {axes[0].describe()})")
+                               f"align_corners or asymmetric mapping (got {axis.describe()})")
+    return axis.rule
+
+
+def _execute(kernel, key, bindings):
+    """Run the primitive ``_resampling(*key)`` on [(argument, "src" or "dst", array)]."""
+    L = library()
+    with L.lock:
+        _own, prim, impl, src, dst = _resampling(*key)
+        LAST_IMPL[kernel] = impl
+        mds = {"src": src, "dst": dst}
+        mems = [(arg, L.memory(mds[which].value, ptr(arr))) for arg, which, arr in bindings]
+        try:
+            L.execute(prim, mems)
+        finally:
+            for _, m in mems:
+                L.lib.dnnl_memory_destroy(m)
+
+
+def _resample(problem):
+    axes = problem.layout.axes
+    rule = _half_pixel(axes[0])
     dy = np.asarray(problem.dy)
     dtype = _dnnl_dtype(dy.dtype)
     if np.dtype(problem.out_dtype) != dy.dtype:
@@ -121,44 +140,21 @@ def _resample(problem):
     alg = RESAMPLING_LINEAR if problem.linear else RESAMPLING_NEAREST
     dy = np.ascontiguousarray(dy)
     dx = np.empty(problem.out_shape, dy.dtype)
-    with L.lock:
-        _own, prim, impl, src, dst = _resampling(alg, in_logical, out_logical, dtype,
-                                           problem.channels_last, factors)
-        LAST_IMPL[problem.kernel] = impl
-        m_dy = L.memory(dst.value, ptr(dy))
-        m_dx = L.memory(src.value, ptr(dx))
-        try:
-            L.execute(prim, [(ARG_DIFF_DST, m_dy), (ARG_DIFF_SRC, m_dx)])
-        finally:
-            L.lib.dnnl_memory_destroy(m_dy)
-            L.lib.dnnl_memory_destroy(m_dx)
+    _execute(problem.kernel, (alg, in_logical, out_logical, dtype, problem.channels_last,
+                              factors), [(ARG_DIFF_DST, "dst", dy), (ARG_DIFF_SRC, "src", dx)])
     return dx
 
 
 def _forward(problem):
-    L = library()
-    rule = problem.axes[0].rule
-    if rule not in _HALF:
-        raise UnsupportedError("oneDNN's resampling has half-pixel centres only, no "
-                               "align_corners or asymmetric mapping (got "
-                               f"{problem.axes[0].describe()})")
+    _half_pixel(problem.axes[0])
     images = np.ascontiguousarray(problem.images)
     dtype = _dnnl_dtype(images.dtype)
     b, ih, iw, c = images.shape
     oh, ow = (a.out_size for a in problem.axes)
     out = np.empty((b, oh, ow, c), images.dtype)
     alg = RESAMPLING_LINEAR if problem.linear else RESAMPLING_NEAREST
-    with L.lock:
-        _own, prim, impl, src, dst = _resampling(alg, (b, c, ih, iw), (b, c, oh, ow), dtype, True,
-                                                 (), False)
-        LAST_IMPL[problem.kernel] = impl
-        m_src = L.memory(src.value, ptr(images))
-        m_dst = L.memory(dst.value, ptr(out))
-        try:
-            L.execute(prim, [(ARG_SRC, m_src), (ARG_DST, m_dst)])
-        finally:
-            L.lib.dnnl_memory_destroy(m_src)
-            L.lib.dnnl_memory_destroy(m_dst)
+    _execute(problem.kernel, (alg, (b, c, ih, iw), (b, c, oh, ow), dtype, True, (), False),
+             [(ARG_SRC, "src", images), (ARG_DST, "dst", out)])
     return out.astype(problem.out_dtype, copy=False)
 
 

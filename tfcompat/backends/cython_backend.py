@@ -242,11 +242,7 @@ def _resample(kernel_name, dy_name, parser, inputs, attrs):
 
 def resample_plan(layout):
     """The cached :class:`ResamplePlan` of a validated layout."""
-    plan = _PLANS.get(layout)
-    if plan is None:
-        plan = ResamplePlan(layout)
-        _PLANS.put(layout, plan)
-    return plan
+    return _PLANS.get_or_make(layout, lambda: ResamplePlan(layout))
 
 
 def resize_bilinear_grad(inputs, attrs):
@@ -343,12 +339,8 @@ def _forward(problem):
 
 def forward_plan(problem):
     """The cached :class:`ForwardPlan` of a forward problem (its tables depend on the axes)."""
-    key = ("forward", problem.kernel, problem.axes)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = ForwardPlan(problem)
-        _PLANS.put(key, plan)
-    return plan
+    return _PLANS.get_or_make(("forward", problem.kernel, problem.axes),
+                              lambda: ForwardPlan(problem))
 
 
 def resize_bilinear(inputs, attrs):
