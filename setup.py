@@ -3,9 +3,6 @@
 The build_ext below probes the compiler with setuptools' own compiler object, compiling,
 linking and running a small program for each feature:
 
-  OpenMP      -fopenmp; without it the extensions are built serially (``prange`` becomes a
-              plain loop: same results, slower) and a warning is printed, unless
-              TFCOMPAT_REQUIRE_OPENMP=1 makes a failed probe an error.
   AVX2        -mavx2 for tfcompat._kernels_avx2 (x86-64 only; tfcompat/_simd.py loads it on
               CPUs with AVX2; the results are bit for bit the baseline's).
   codegen     -fno-code-hoisting and -falign-loops=32 where the compiler takes them (why:
@@ -16,8 +13,6 @@ Environment switches:
                              (tfcompat/csrc/checks.h): a failed check aborts. Negative
                              indices stay unwrapped, as in the normal build, so that one
                              fails the check instead of reading from the end
-  TFCOMPAT_NO_OPENMP=1       skip the probe and build serially
-  TFCOMPAT_REQUIRE_OPENMP=1  fail the build when the OpenMP probe fails
   TFCOMPAT_NO_AVX2=1         build only the baseline kernels
   TFCOMPAT_STRICT_CYTHON=1   Cython's warnings are errors (CI): a negative index under
                              wraparound=False, say, is undefined and differs between Cython
@@ -26,24 +21,12 @@ Environment switches:
 import os
 import platform
 import shutil
-import sys
 import tempfile
-import warnings
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-
-_OPENMP_PROBE = r"""
-#include <omp.h>
-int main(void) {
-    int n = 0;
-    #pragma omp parallel num_threads(2) reduction(+:n)
-    n += 1;
-    return n == 2 ? 0 : 1;
-}
-"""
 
 _AVX2_PROBE = r"""
 #include <immintrin.h>
@@ -92,21 +75,7 @@ class ProbingBuildExt(build_ext):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _openmp_flags(self):
-        if _flag("TFCOMPAT_NO_OPENMP"):
-            return []
-        if self._runs(_OPENMP_PROBE, ["-fopenmp"]):
-            return ["-fopenmp"]
-        if _flag("TFCOMPAT_REQUIRE_OPENMP"):
-            raise RuntimeError("tfcompat: TFCOMPAT_REQUIRE_OPENMP=1, but the compiler could not "
-                               "build and run an OpenMP program with -fopenmp")
-        warnings.warn("tfcompat: the compiler has no usable OpenMP; building serial kernels "
-                      "(results are identical, only slower)")
-        print("WARNING: tfcompat is built without OpenMP", file=sys.stderr)
-        return []
-
     def build_extensions(self):
-        omp = self._openmp_flags()
         codegen = [f for f in ("-fno-code-hoisting", "-falign-loops=32")
                    if self._runs(_EMPTY, [f, "-Werror"], run=False)]
         avx2 = (not _flag("TFCOMPAT_NO_AVX2")
@@ -118,8 +87,7 @@ class ProbingBuildExt(build_ext):
                     self.extensions.remove(ext)
                     continue
                 ext.extra_compile_args = ext.extra_compile_args + ["-mavx2"]
-            ext.extra_compile_args = ext.extra_compile_args + codegen + omp
-            ext.extra_link_args = ext.extra_link_args + omp
+            ext.extra_compile_args = ext.extra_compile_args + codegen
         super().build_extensions()
 
 
@@ -149,7 +117,9 @@ def _extension(name):
         + ([("TFCOMPAT_CHECK_BOUNDS", "1")] if bounds else []),
         # no -march=native and no fast-math: the same results on every x86-64;
         # -ffp-contract=off keeps gcc from fusing a*b+c into an FMA (TF's wheels do not)
-        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
+        extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math", "-pthread"],
+        # the kernels' team of threads (tfcompat/csrc/team.h)
+        extra_link_args=["-pthread"],
     )
 
 

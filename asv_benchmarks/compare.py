@@ -39,14 +39,8 @@ import tracemalloc
 
 import numpy as np
 
-# This command's own choice, made before anything loads libgomp: our idle OpenMP workers sleep
-# after 10,000 spins instead of libgomp's 300,000, so that TF and PyTorch, timed right after
-# one of our calls, get both cores (docs/performance.md). tfcompat itself sets nothing.
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-
-from . import impls as I  # noqa: E402
-from .shapes import CONV, INTERP, RESIZE  # noqa: E402
+from . import impls as I
+from .shapes import CONV, INTERP, RESIZE
 
 
 def blas_info():

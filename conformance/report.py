@@ -91,7 +91,7 @@ def machine_info():
     try:
         import tfcompat
         info["tfcompat"] = tfcompat.__version__
-        info["openmp"] = tfcompat.openmp_enabled()
+        info["threads"] = tfcompat.get_num_threads()
         info["kernel_build"] = tfcompat.kernel_build()
     except ImportError:
         pass

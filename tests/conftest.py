@@ -2,18 +2,11 @@
 import collections
 import os
 
-# This test process's own choice, made before tfcompat loads libgomp: idle OpenMP workers sleep
-# after 1,000 spins instead of 300,000, so that on a busy machine the suite's workers do not
-# burn the cores they wait for. The whole suite on 2 cores beside 2 busy processes: 167 s with
-# libgomp's default, 80 s with this (52 s quiet either way, within the noise: 48-52).
-# tfcompat itself sets nothing.
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import tfcompat
 
-import tfcompat  # noqa: E402
 
 def pytest_addoption(parser):
     parser.addoption("--fuzz-cases", type=int, default=300, metavar="N",

@@ -107,15 +107,17 @@ def test_the_matrix_markdown_renders():
 
 
 def test_the_matrix_png_reads_at_screen_size(tmp_path):
-    """docs/peer-matrix.json's rows (415 of them: kernels x modes x dtypes) fold into one row
-    per kernel and mode (dtypes, layouts and ranks folded: 36), at most 1,400 pixels tall with
+    """docs/peer-matrix.json's rows (kernels x modes x dtypes) fold into one row per kernel and
+    mode (dtypes, layouts and ranks folded: 36 for the backward kernels, and 3 modes of each
+    forward resize), at most 1,400 pixels tall with
     9-point text, in a palette without red and green."""
     pytest.importorskip("matplotlib")
     rows, backends = _matrix_rows()
     info = M.heatmap(rows, backends, str(tmp_path / "m.png"))
     assert os.path.getsize(tmp_path / "m.png") > 0
     assert info["height_px"] <= M.MAX_HEIGHT_PX and info["min_font_pt"] >= 9
-    assert len(info["rows"]) == 36
+    assert len(info["rows"]) == 36 + 2 * 3
+    assert "ResizeBilinear: legacy" in info["rows"]
     assert "Conv2DBackpropInput: SAME dilation 1" in info["rows"]
     assert not any("NCHW" in r or "2-D" in r for r in info["rows"])
     assert "#1a9850" not in M.COLOURS.values() and "#d73027" not in M.COLOURS.values()

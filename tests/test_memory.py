@@ -153,7 +153,7 @@ _CHILD = textwrap.dedent("""
     f32 = np.float32
     dy = np.ones((1, 4, 4, 1), f32)
     w = np.ones((3, 3, 16, 16), f32)
-    T.resize_nearest_neighbor_grad(dy, [64, 4])   # start the OpenMP threads first
+    T.resize_nearest_neighbor_grad(dy, [64, 4])   # start the team's threads first
     T.conv2d_backprop_input([1, 16, 64, 64], w, np.ones((1, 16, 64, 64), f32),
                             strides=[1, 1, 1, 1], padding="SAME", data_format="NCHW")
     # NCHW, 8 images: a 256 MiB dx whose transposed copy (544 MiB with dy's) would not fit,

@@ -62,7 +62,7 @@ def test_conv_threads(fmt, rng):
     sizes = [3, 8, 31, 31] if fmt == "NCHW" else [3, 31, 31, 8]
     run = lambda: T.conv2d_backprop_input(sizes, w, dy, strides=[1, 1, 2, 2] if fmt == "NCHW"  # noqa: E731
                                           else [1, 2, 2, 1], padding="SAME", data_format=fmt)
-    # the GEMM runs in BLAS; pin its threads so only our OpenMP col2im varies
+    # the GEMM runs in BLAS; pin its threads so only our col2im's threads vary
     with threadpoolctl.threadpool_limits(1, user_api="blas"):
         _same_for_all_thread_counts(run)
     # and BLAS's own thread count does not change the result either (it splits the output)
@@ -105,9 +105,10 @@ def test_thread_count_beyond_the_cap_is_refused(monkeypatch, rng):
 # Python 3.12's warning on every fork of a process with threads: the hazard this test is about
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_runs_kernels_after_the_parent_ran_threads(rng):
-    """GNU OpenMP cannot run a team of threads in a child forked after the parent ran one (the
-    child hung for ever in its first kernel call: multiprocessing's default start method on
-    Linux). There the kernels run on one thread, with the parent's bits, and say so once."""
+    """GNU OpenMP (oneDNN's threads) cannot run a team of threads in a child forked after the
+    parent ran one (the child hung for ever in its first kernel call: multiprocessing's default
+    start method on Linux). There the kernels run on one thread, with the parent's bits, and
+    say so once."""
     import time
     import warnings
     dy = rng.standard_normal((2, 32, 32, 16)).astype(np.float32)
@@ -181,8 +182,8 @@ print(json.dumps({"changed": sorted(k for k in set(before) | set(os.environ)
 
 
 def test_import_changes_no_process_wide_setting():
-    """import tfcompat sets no environment variable (the OpenMP spin count among them: an
-    opt-in, docs/performance.md) and imports no TensorFlow."""
+    """import tfcompat sets no environment variable (OpenMP's spin count among them) and
+    imports no TensorFlow."""
     import json
     import os
     import subprocess
@@ -193,11 +194,71 @@ def test_import_changes_no_process_wide_setting():
     assert json.loads(out.stdout) == {"changed": [], "tensorflow": False}
 
 
-@pytest.mark.skipif(os.environ.get("TFCOMPAT_ALLOW_SERIAL") == "1",
-                    reason="TFCOMPAT_ALLOW_SERIAL=1: a serial build is expected here")
-def test_the_build_has_openmp():
-    """A compiler without OpenMP still builds tfcompat, serially and with a warning; this fails
-    such a build where it should not happen (set TFCOMPAT_ALLOW_SERIAL=1 where it may, or
-    build with TFCOMPAT_REQUIRE_OPENMP=1 to fail the build itself)."""
-    assert T.openmp_enabled(), ("tfcompat's kernels were built without OpenMP: reinstall with a "
-                                "compiler that has it (gcc's -fopenmp)")
+
+def test_calls_from_several_threads_at_once_give_the_one_thread_bits(rng):
+    """Python threads calling kernels at the same time share one team (csrc/team.h): a call
+    that finds it busy runs its shares on its own thread. Every result is the one-thread
+    result, bit for bit: resize grads, a forward resize, a half-type conv."""
+    import threading
+    dy = rng.standard_normal((2, 24, 24, 16)).astype(np.float32)
+    img = np.zeros((2, 12, 12, 16), np.float32)
+    x = rng.standard_normal((2, 12, 12, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 16)).astype(ml_dtypes.bfloat16)
+    cdy = rng.standard_normal((2, 12, 12, 16)).astype(ml_dtypes.bfloat16)
+    calls = [lambda: T.resize_bilinear_grad(dy, img, half_pixel_centers=True),
+             lambda: T.resize_nearest_neighbor_grad(dy, [12, 12], align_corners=True),
+             lambda: T.resize_bilinear(x, [29, 17]),
+             lambda: T.conv2d_backprop_input([2, 24, 24, 8], w, cdy, strides=[1, 2, 2, 1],
+                                             padding="SAME")]
+    T.set_num_threads(1)
+    want = [c() for c in calls]
+    T.set_num_threads(2)
+    bad, errors = [], []
+
+    def worker(k):
+        try:
+            for i in range(40):
+                j = (k + i) % len(calls)
+                if not np.array_equal(calls[j](), want[j]):
+                    bad.append(j)
+        except Exception as e:   # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and not bad
+
+
+_TEAM_THREADS = """
+import os, threading
+import numpy as np
+import tfcompat
+tfcompat.set_num_threads(int(os.environ["N"]))
+dy = np.ones((2, 64, 64, 16), np.float32)
+img = np.zeros((2, 32, 32, 16), np.float32)
+before = len(os.listdir("/proc/self/task"))       # NumPy's BLAS threads started at import
+def call():
+    for _ in range(20):
+        tfcompat.resize_bilinear_grad(dy, img)
+threads = [threading.Thread(target=call) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+import time
+time.sleep(0.5)    # a joined thread leaves /proc once the OS has ended it
+print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+@pytest.mark.parametrize("n", [2, 3])
+def test_one_team_of_threads_whoever_calls(n):
+    """Kernels called from four Python threads at n threads each leave n - 1 worker threads in
+    the process, the one team, not a pool per calling thread (GNU OpenMP's: 4 * (n - 1))."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _TEAM_THREADS], env={**os.environ, "N": str(n)},
+                         capture_output=True, text=True, check=True)
+    assert int(out.stdout.strip()) == n - 1

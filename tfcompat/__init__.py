@@ -8,7 +8,7 @@ TensorFlow.
 """
 from ._simd import kernel_build
 from ._memory import memory_pool_stats, release_memory, set_memory_pool_limit
-from ._threads import get_num_threads, openmp_enabled, set_num_threads
+from ._threads import get_num_threads, set_num_threads
 from .api import (conv2d_backprop_input, conv_strategy, interpolate_backward, resize_bilinear,
                   resize_bilinear_grad, resize_grad, resize_nearest_neighbor,
                   resize_nearest_neighbor_grad)
@@ -31,7 +31,7 @@ __all__ = [
     "conv_strategy",
     "get_backend", "get_kernel", "get_kernels_for_backend", "get_num_threads",
     "interpolate_backward", "kernel_build", "list_backends", "list_kernels", "memory_pool_stats",
-    "openmp_enabled", "register_all_kernels", "release_memory", "set_memory_pool_limit",
+    "register_all_kernels", "release_memory", "set_memory_pool_limit",
     "register_kernel", "resize_bilinear", "resize_bilinear_grad", "resize_grad",
     "resize_nearest_neighbor", "resize_nearest_neighbor_grad",
     "set_backend", "set_num_threads", "unregister_kernel", "UnsupportedError",

@@ -5,6 +5,7 @@ This file is the extension's root; it includes one section per concern, each in
 tfcompat/csrc/ beside the C headers it uses:
 
     common.pxi       build facts, index checks, the vector type, the fused types
+    team.pxi         the kernels' one team of threads (team.h)
     pool.pxi         the output buffer pool (pool.h)
     half.pxi         float16/bfloat16 <-> float32 (half.h)
     coords.pxi       coordinate rules (rules.h) and per-axis tables
@@ -24,14 +25,13 @@ tfcompat/csrc/ beside the C headers it uses:
 Policy lives in Python (tfcompat/_resample.py, tfcompat/conv/, tfcompat/backends/): every
 argument here has been validated, every array is C-contiguous and every index in the tables
 has been proven in range before these functions run. The kernels never validate, never
-allocate in their loops and never raise. Parallel loops give each output row to one thread,
-summed in a fixed order, so results do not depend on the number of threads. Float32 coordinate
+allocate in their loops and never raise. Parallel loops (team.h) give each output row to one
+share, summed in a fixed order, so results do not depend on the number of threads. Float32 coordinate
 math follows TensorFlow's evaluation order (docs/semantics.md), and the extension is compiled
 with -ffp-contract=off.
 
 tfcompat/_kernels_avx2.pyx includes this file: the same kernels compiled with -mavx2.
 """
-from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport floorf, ceilf, roundf
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, free
@@ -44,6 +44,7 @@ cimport numpy as cnp
 cnp.import_array()
 
 include "csrc/common.pxi"
+include "csrc/team.pxi"
 include "csrc/pool.pxi"
 include "csrc/half.pxi"
 include "csrc/coords.pxi"

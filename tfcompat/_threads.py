@@ -10,9 +10,10 @@ import warnings
 
 _requested = None
 
-# The most threads a kernel call starts, unless the process may run on more CPUs: each is an
-# OpenMP thread with its own stack and scratch, libgomp crashes the process when it cannot
-# create them, and past the CPUs they only add overhead.
+# The most threads a kernel call starts, unless the process may run on more CPUs: each is a
+# thread of the kernels' team (csrc/team.h) or of oneDNN's OpenMP with its own stack and
+# scratch, libgomp crashes the process when it cannot create them, and past the CPUs they only
+# add overhead.
 MAX_THREADS = 1024
 
 
@@ -88,10 +89,12 @@ def get_num_threads():
     return n
 
 
-# GNU OpenMP keeps its pool of threads across fork(): in a child forked after our kernels ran a
-# team of threads, the next team waits for the parent's threads, which the child does not have,
-# for ever. There a kernel runs on one thread (libgomp starts no team for one), with the same
-# bits; a child of a process that never ran a team may run any number.
+# GNU OpenMP (the runtime of oneDNN, which some conv strategies run multithreaded) keeps its
+# pool of threads across fork(): in a child forked after a team of threads ran, the next team
+# waits for the parent's threads, which the child does not have, for ever. There a kernel runs
+# on one thread (libgomp starts no team for one), with the same bits; a child of a process that
+# never ran a team may run any number. (The kernels' own team starts again in a child:
+# csrc/team.h.)
 _threads_pid = None     # the process whose kernel calls may have run a team of threads
 _fork_warned = False
 
@@ -107,14 +110,9 @@ def kernel_threads():
         _fork_warned = True
         if _resolve(_requested) > 1:
             warnings.warn("tfcompat: this process was forked after tfcompat ran on several "
-                          "threads, where GNU OpenMP cannot start threads again; its kernels "
+                          "threads, where GNU OpenMP (oneDNN's) cannot start threads again; its kernels "
                           "run on one thread here (same results). Use multiprocessing's "
                           "'spawn' or 'forkserver' start method for more.", RuntimeWarning,
                           stacklevel=3)
     return n
 
-
-def openmp_enabled():
-    """True when the compiled kernels were built with OpenMP."""
-    from ._simd import kernels
-    return kernels.openmp_enabled()

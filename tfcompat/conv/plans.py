@@ -14,7 +14,7 @@ _blas_controller = None
 
 
 def blas_single_thread():
-    """Limit every loaded BLAS to one thread (its threads would fight our OpenMP threads)."""
+    """Limit every loaded BLAS to one thread (its threads would fight the kernels' team)."""
     global _blas_controller
     if _blas_controller is None:
         from threadpoolctl import ThreadpoolController

@@ -303,7 +303,7 @@ cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_thr
             free(summed)
             _error(err, errlen, "tfcompat: out of memory for the kernel's scratch rows")
             return 1
-    p.entry(src, acc, &p.args, work, nt)
+    _resample_run(p.entry, src, acc, &p.args, work, nt)
     if p.round_out:
         _convert(summed, dx, p.dx_count, p.round_out == 2, False, nt)
     free(widened)

@@ -1,6 +1,4 @@
-/* Build facts and the index checks of the bounds-checked debug build.
- *
- * TFCOMPAT_HAVE_OPENMP: 1 when the extension was compiled with OpenMP.
+/* The index checks of the bounds-checked debug build.
  *
  * TFC_CHECK(cond): in the bounds-checked build (TFCOMPAT_BOUNDSCHECK=1 at build time, which
  * defines TFCOMPAT_CHECK_BOUNDS) a failed check prints the condition and aborts the process
@@ -11,13 +9,6 @@
  */
 #ifndef TFCOMPAT_CHECKS_H
 #define TFCOMPAT_CHECKS_H
-
-#ifdef _OPENMP
-#include <omp.h>
-#define TFCOMPAT_HAVE_OPENMP 1
-#else
-#define TFCOMPAT_HAVE_OPENMP 0
-#endif
 
 #ifdef TFCOMPAT_CHECK_BOUNDS
 #include <stdio.h>

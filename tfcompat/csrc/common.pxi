@@ -2,7 +2,6 @@
 # types of the kernels' data.
 
 cdef extern from "checks.h":
-    int TFCOMPAT_HAVE_OPENMP
     int TFC_CHECKS_ON
     void TFC_CHECK(bint) noexcept nogil
 
@@ -40,7 +39,3 @@ def index_checks_enabled():
     """True in the bounds-checked debug build (TFCOMPAT_BOUNDSCHECK=1)."""
     return bool(TFC_CHECKS_ON)
 
-
-def openmp_enabled():
-    """True when this extension was compiled with OpenMP."""
-    return bool(TFCOMPAT_HAVE_OPENMP)

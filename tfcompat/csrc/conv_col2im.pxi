@@ -125,16 +125,62 @@ cdef void _conv_image(const void* dy, const real_acc* w2, real_acc* work, void* 
             from_f32(rowbuf, <uint16_t*>dx + (n * c.H + iy) * row, row, bf)
 
 
-cdef void _col2im_images(const void* dy, const real_acc* w2, real_acc* work, void* dx,
+cdef struct Col2imJob:
+    const void* dy
+    const void* w2
+    void* work
+    void* dx
+    const ConvCore* c
+    const Col2imArgs* g
+    void* cols                  # the one-image col2im: its columns
+
+
+cdef void _images_share(void* ctx, int t, int n) noexcept nogil:
+    """Share t of n: images t, t + n, ...; every image is computed the same way whichever share
+    runs it."""
+    cdef Col2imJob* j = <Col2imJob*>ctx
+    cdef const ConvCore* c = j.c
+    cdef Py_ssize_t i = t
+    while i < c.N:
+        if c.value_size == 8:
+            _conv_image(j.dy, <const double*>j.w2, <double*>j.work + t * c.work_per_thread, j.dx,
+                        i, c, j.g)
+        else:
+            _conv_image(j.dy, <const float*>j.w2, <float*>j.work + t * c.work_per_thread, j.dx,
+                        i, c, j.g)
+        i = i + n
+
+
+cdef void _col2im_images(const void* dy, const void* w2, void* work, void* dx,
                          const ConvCore* c, const Col2imArgs* g, int num_threads) noexcept nogil:
-    """Thread t: images t, t + num_threads, ...; every image is computed the same way whichever
-    thread runs it."""
-    cdef Py_ssize_t t, n
-    for t in prange(num_threads, schedule='static', num_threads=num_threads):
-        n = t
-        while n < c.N:
-            _conv_image(dy, w2, work + t * c.work_per_thread, dx, n, c, g)
-            n = n + num_threads
+    cdef Col2imJob j
+    j.dy, j.w2, j.work, j.dx, j.c, j.g = dy, w2, work, dx, c, g
+    tfc_parallel(_images_share, &j, num_threads)
+
+
+cdef void _one_rows(const real_acc* cols, real_acc* mine, void* dx, Py_ssize_t iy,
+                    const ConvCore* c, const Col2imArgs* g) noexcept nogil:
+    """dx row iy of the one-image col2im (``mine``: a float32 row, for a half type)."""
+    cdef Py_ssize_t row = c.W * c.C
+    if c.storage != STORE_NATIVE:
+        if real_acc is float:
+            _col2im_row(cols, mine, iy, c, g, c.OH)
+            from_f32(mine, <uint16_t*>dx + iy * row, row, c.storage == STORE_BFLOAT16)
+    else:
+        _col2im_row(cols, <real_acc*>dx + iy * row, iy, c, g, c.OH)
+
+
+cdef void _one_share(void* ctx, int t, int n) noexcept nogil:
+    """Share t of n of the one-image col2im's dx rows (row buffer t: a half type's)."""
+    cdef Col2imJob* j = <Col2imJob*>ctx
+    cdef const ConvCore* c = j.c
+    cdef Py_ssize_t iy, M = c.OH * c.OW, K = c.fh * c.fw * c.C
+    for iy in range(_lo(c.H, t, n), _lo(c.H, t + 1, n)):
+        if c.value_size == 8:
+            _one_rows(<const double*>j.cols, <double*>NULL, j.dx, iy, c, j.g)
+        else:
+            _one_rows(<const float*>j.cols, <float*>j.cols + M * K + t * c.W * c.C, j.dx, iy, c,
+                      j.g)
 
 
 cdef Py_ssize_t _col2im_one_work(const ConvCore* c, const Col2imArgs* g,
@@ -152,12 +198,11 @@ cdef void _col2im_one(const void* dy, const real_acc* w2, real_acc* work, void* 
                       const ConvCore* c, const Col2imArgs* g, int num_threads) noexcept nogil:
     """One image: its GEMM on BLAS's own threads, then its dx rows in parallel; work:
     _col2im_one_work's values."""
-    cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C, row = c.W * c.C, iy
+    cdef Py_ssize_t M = c.OH * c.OW, K = c.fh * c.fw * c.C
     cdef bint half = c.storage != STORE_NATIVE
     cdef bint bf = c.storage == STORE_BFLOAT16
     cdef const real_acc* dyf = <const real_acc*>dy
     cdef real_acc* cols = work
-    cdef real_acc* mine
     TFC_CHECK(c.N == 1)
     if real_acc is float:
         if half:
@@ -172,12 +217,6 @@ cdef void _col2im_one(const void* dy, const real_acc* w2, real_acc* work, void* 
         if real_acc is float:
             _convert(cols, dx, M * K, bf, False, num_threads)
         return
-    with parallel(num_threads=num_threads):
-        mine = cols + M * K + threadid() * row
-        for iy in prange(c.H, schedule='static'):
-            if half:
-                if real_acc is float:
-                    _col2im_row(cols, mine, iy, c, g, c.OH)
-                    from_f32(mine, <uint16_t*>dx + iy * row, row, bf)
-            else:
-                _col2im_row(cols, <real_acc*>dx + iy * row, iy, c, g, c.OH)
+    cdef Col2imJob j
+    j.dx, j.c, j.g, j.cols = dx, c, g, cols
+    tfc_parallel(_one_share, &j, num_threads)

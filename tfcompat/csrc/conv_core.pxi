@@ -188,14 +188,29 @@ cdef void _tap_block(const word_t* w, void* out, Py_ssize_t C, Py_ssize_t OC, Py
         c0 = c1
 
 
-cdef void _filter_taps(const word_t* w, const int32_t* rows, word_t* out, Py_ssize_t taps,
-                       Py_ssize_t C, Py_ssize_t OC, Py_ssize_t bw, bint simd,
-                       int num_threads) noexcept nogil:
-    cdef Py_ssize_t u, i, blocks = (OC + TAP_TILE - 1) // TAP_TILE
-    for u in prange(taps * blocks, schedule='static', num_threads=num_threads):
+cdef struct TapsJob:
+    const void* w
+    const int32_t* rows
+    void* out
+    Py_ssize_t taps, C, OC, bw, size
+    bint simd
+
+
+cdef void _taps_share(void* ctx, int s, int n) noexcept nogil:
+    """Share s of n of the (tap, block of TAP_TILE output channels) pairs."""
+    cdef TapsJob* j = <TapsJob*>ctx
+    cdef Py_ssize_t u, i, C = j.C, OC = j.OC, blocks = (OC + TAP_TILE - 1) // TAP_TILE
+    for u in range(_lo(j.taps * blocks, s, n), _lo(j.taps * blocks, s + 1, n)):
         i = u // blocks
-        _tap_block(w + rows[i] * C * OC, out + i * OC * C, C, OC, (u % blocks) * TAP_TILE, bw,
-                   simd, 0)
+        if j.size == 2:
+            _tap_block(<const uint16_t*>j.w + j.rows[i] * C * OC, <uint16_t*>j.out + i * OC * C,
+                       C, OC, (u % blocks) * TAP_TILE, j.bw, j.simd, 0)
+        elif j.size == 4:
+            _tap_block(<const uint32_t*>j.w + j.rows[i] * C * OC, <uint32_t*>j.out + i * OC * C,
+                       C, OC, (u % blocks) * TAP_TILE, j.bw, j.simd, 0)
+        else:
+            _tap_block(<const uint64_t*>j.w + j.rows[i] * C * OC, <uint64_t*>j.out + i * OC * C,
+                       C, OC, (u % blocks) * TAP_TILE, j.bw, j.simd, 0)
 
 
 def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_threads,
@@ -218,11 +233,10 @@ def conv_filter_taps(cnp.ndarray w, cnp.ndarray rows, cnp.ndarray out, int num_t
               and cnp.PyArray_ITEMSIZE(rows) == 4
               and cnp.PyArray_SIZE(out) == taps * C * OC and size in (2, 4, 8)
               and (bw == C or bw % TAP_TILE == 0) and (not simd or tfc_tiles_built()))
+    cdef TapsJob j
+    j.w, j.rows, j.out, j.taps, j.C, j.OC, j.bw, j.size, j.simd = s, r, d, taps, C, OC, bw, \
+        size, simd
     with nogil:
-        if size == 2:
-            _filter_taps(<const uint16_t*>s, r, <uint16_t*>d, taps, C, OC, bw, simd, num_threads)
-        elif size == 4:
-            _filter_taps(<const uint32_t*>s, r, <uint32_t*>d, taps, C, OC, bw, simd, num_threads)
-        else:
-            _filter_taps(<const uint64_t*>s, r, <uint64_t*>d, taps, C, OC, bw, simd, num_threads)
+        tfc_parallel(_taps_share, &j, <int>max(1, min(<Py_ssize_t>num_threads,
+                                                      taps * ((OC + TAP_TILE - 1) // TAP_TILE))))
 

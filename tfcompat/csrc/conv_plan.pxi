@@ -35,40 +35,53 @@ ctypedef void (*conv_entry)(const ConvPlanArgs* a, const void* dy, const void* w
                             void* dx, int num_threads) noexcept nogil
 
 
+cdef struct UnitsJob:
+    const ConvPlanArgs* a
+    const void* dy
+    void* work
+    void* dx
+
+
+cdef void _units_share(void* ctx, int t, int num_threads) noexcept nogil:
+    """Share t: the t-th of num_threads consecutive runs of units (a unit: one band of one
+    image, for one group of group_cols columns, or all of them in one group), group by group:
+    consecutive bands of an image stay in one share where they can, and a filter too large
+    for L2 is split among the shares by its column groups rather than read whole by each;
+    every unit is computed the same way whichever thread runs it."""
+    cdef UnitsJob* j = <UnitsJob*>ctx
+    cdef const ConvPlanArgs* a = j.a
+    cdef const ConvCore* c = &a.core
+    cdef Py_ssize_t n, last, cb, ce, p, band, per_group = c.N * c.units
+    cdef Py_ssize_t total = _groups(c) * per_group
+    cdef char* mine = <char*>j.work + t * c.work_per_thread * c.value_size
+    if a.start != NULL:
+        a.start(c, a.own, mine)
+    n = total * t // num_threads
+    last = total * (t + 1) // num_threads
+    while n < last:
+        cb = n // per_group * c.group_cols
+        ce = min(cb + c.group_cols, c.cols)
+        p = _unit_phase(c, n % c.units, &band)
+        a.unit(c, a.own, j.dy, mine, j.dx, n % per_group // c.units, p,
+               band * c.ph_info[p * PH_WIDTH + 6], t, cb, ce)
+        n = n + 1
+
+
 cdef void _run_units(const ConvPlanArgs* a, const void* dy, const void* w2, void* work,
                      void* dx, int num_threads) noexcept nogil:
-    """Thread t: the t-th of num_threads consecutive runs of units (a unit: one band of one
-    image, for one group of group_cols columns, or all of them in one group), group by group:
-    consecutive bands of an image stay in one thread where they can, and a filter too large
-    for L2 is split among the threads by its column groups rather than read whole by each;
-    every unit is computed the same way whichever thread runs it."""
-    cdef const ConvCore* c = &a.core
-    cdef Py_ssize_t t, n, last, cb, ce, p, band, per_group = c.N * c.units
-    cdef Py_ssize_t total = _groups(c) * per_group
-    cdef char* mine
-    for t in prange(num_threads, schedule='static', num_threads=num_threads):
-        mine = <char*>work + t * c.work_per_thread * c.value_size
-        if a.start != NULL:
-            a.start(c, a.own, mine)
-        n = total * t // num_threads
-        last = total * (t + 1) // num_threads
-        while n < last:
-            cb = n // per_group * c.group_cols
-            ce = min(cb + c.group_cols, c.cols)
-            p = _unit_phase(c, n % c.units, &band)
-            a.unit(c, a.own, dy, mine, dx, n % per_group // c.units, p,
-                   band * c.ph_info[p * PH_WIDTH + 6], t, cb, ce)
-            n = n + 1
+    cdef UnitsJob j
+    j.a, j.dy, j.work, j.dx = a, dy, work, dx
+    tfc_parallel(_units_share, &j, num_threads)
 
 
 cdef void _images_f32(const ConvPlanArgs* a, const void* dy, const void* w2, void* work,
                       void* dx, int num_threads) noexcept nogil:
-    _col2im_images(dy, <const float*>w2, <float*>work, dx, &a.core, &a.col, num_threads)
+    _col2im_images(dy, w2, work, dx, &a.core, &a.col, num_threads)
 
 
 cdef void _images_f64(const ConvPlanArgs* a, const void* dy, const void* w2, void* work,
                       void* dx, int num_threads) noexcept nogil:
-    _col2im_images(dy, <const double*>w2, <double*>work, dx, &a.core, &a.col, num_threads)
+    _col2im_images(dy, w2, work, dx, &a.core, &a.col, num_threads)
 
 
 cdef void _one_f32(const ConvPlanArgs* a, const void* dy, const void* w2, void* work,

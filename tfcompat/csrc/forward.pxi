@@ -92,20 +92,6 @@ cdef void _bilinear_span(const fwd_src* src, fwd_acc* dst, Py_ssize_t r0, Py_ssi
             o[k] = top[k] + (bot[k] - top[k]) * yl
 
 
-cdef void _bilinear_rows(const fwd_src* src, fwd_acc* dst, Py_ssize_t B, Py_ssize_t IH,
-                         Py_ssize_t IW, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t C,
-                         const int32_t* y_lo, const int32_t* y_hi, const float* y_lerp,
-                         const int32_t* x_lo, const int32_t* x_hi, const float* x_lerp,
-                         fwd_acc* work, int num_threads) noexcept nogil:
-    """dst [B, OH, OW, C] from src [B, IH, IW, C]: the output rows in ``num_threads`` spans of
-    consecutive rows, one per thread. ``work``: 2 * OW * C values per span."""
-    cdef Py_ssize_t rows = B * OH, k, n = OW * C
-    for k in prange(num_threads, schedule='static', num_threads=num_threads):
-        _bilinear_span(src, dst, k * rows // num_threads, (k + 1) * rows // num_threads, IH,
-                       IW, OH, OW, C, y_lo, y_hi, y_lerp, x_lo, x_hi, x_lerp,
-                       work + 2 * n * k, work + 2 * n * k + n)
-
-
 ctypedef fused pixel_t:
     uint8_t
     uint16_t
@@ -113,15 +99,15 @@ ctypedef fused pixel_t:
     uint64_t
 
 
-cdef void _nearest_typed(const pixel_t* src, pixel_t* dst, Py_ssize_t B, Py_ssize_t IH,
-                         Py_ssize_t IW, Py_ssize_t OH, Py_ssize_t OW, const int32_t* y_idx,
-                         const int32_t* x_idx, int num_threads) noexcept nogil:
+cdef void _nearest_typed(const pixel_t* src, pixel_t* dst, Py_ssize_t r0, Py_ssize_t r1,
+                         Py_ssize_t IH, Py_ssize_t IW, Py_ssize_t OH, Py_ssize_t OW,
+                         const int32_t* y_idx, const int32_t* x_idx) noexcept nogil:
     """_nearest_rows for a pixel of one 1-, 2-, 4- or 8-byte value: a typed gather, not a
     memcpy call per pixel (a PyTorch NCHW image is one value per pixel of the kernel's view)."""
     cdef Py_ssize_t r, b, y, x
     cdef const pixel_t* row
     cdef pixel_t* o
-    for r in prange(B * OH, schedule='static', num_threads=num_threads, nogil=True):
+    for r in range(r0, r1):
         b = r // OH
         y = r - b * OH
         row = src + (b * IH + y_idx[y]) * IW
@@ -130,20 +116,106 @@ cdef void _nearest_typed(const pixel_t* src, pixel_t* dst, Py_ssize_t B, Py_ssiz
             o[x] = row[x_idx[x]]
 
 
-cdef void _nearest_rows(const char* src, char* dst, Py_ssize_t B, Py_ssize_t IH, Py_ssize_t IW,
-                        Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t pixel, const int32_t* y_idx,
-                        const int32_t* x_idx, int num_threads) noexcept nogil:
-    """dst [B, OH, OW] of ``pixel``-byte pixels: each src [b, y_idx[y], x_idx[x]]."""
+cdef void _nearest_rows(const char* src, char* dst, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t IH,
+                        Py_ssize_t IW, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t pixel,
+                        const int32_t* y_idx, const int32_t* x_idx) noexcept nogil:
+    """Output rows r0 .. r1 - 1 of ``pixel``-byte pixels: each src [b, y_idx[y], x_idx[x]]."""
     cdef Py_ssize_t r, b, y, x
     cdef const char* row
     cdef char* o
-    for r in prange(B * OH, schedule='static', num_threads=num_threads, nogil=True):
+    for r in range(r0, r1):
         b = r // OH
         y = r - b * OH
         row = src + (b * IH + y_idx[y]) * IW * pixel
         o = dst + r * OW * pixel
         for x in range(OW):
             memcpy(o + x * pixel, row + x_idx[x] * pixel, pixel)
+
+
+cdef struct FwdJob:
+    const void* src
+    void* dst
+    void* work              # bilinear: 2 * OW * C values of dst's type per share
+    bint linear, wide       # wide: a float64 image resized in float64
+    int num                 # the NumPy type number of src (bilinear)
+    Py_ssize_t B, IH, IW, OH, OW, C, pixel
+    const int32_t* yl
+    const int32_t* yh
+    const float* ly
+    const int32_t* xl
+    const int32_t* xh
+    const float* lx
+
+
+cdef void _fwd_share(void* ctx, int s, int n) noexcept nogil:
+    """Share s of n of the output rows (B * OH of them, consecutive)."""
+    cdef FwdJob* j = <FwdJob*>ctx
+    cdef Py_ssize_t r0 = _lo(j.B * j.OH, s, n), r1 = _lo(j.B * j.OH, s + 1, n)
+    cdef Py_ssize_t IH = j.IH, IW = j.IW, OH = j.OH, OW = j.OW, C = j.C, row = OW * C
+    cdef const void* src = j.src
+    cdef float* f = <float*>j.dst
+    cdef float* t = <float*>j.work + 2 * row * s
+    cdef float* u = t + row
+    cdef int num = j.num
+    if not j.linear:
+        if j.pixel == 1:
+            _nearest_typed(<const uint8_t*>src, <uint8_t*>j.dst, r0, r1, IH, IW, OH, OW, j.yl,
+                           j.xl)
+        elif j.pixel == 2:
+            _nearest_typed(<const uint16_t*>src, <uint16_t*>j.dst, r0, r1, IH, IW, OH, OW, j.yl,
+                           j.xl)
+        elif j.pixel == 4:
+            _nearest_typed(<const uint32_t*>src, <uint32_t*>j.dst, r0, r1, IH, IW, OH, OW, j.yl,
+                           j.xl)
+        elif j.pixel == 8:
+            _nearest_typed(<const uint64_t*>src, <uint64_t*>j.dst, r0, r1, IH, IW, OH, OW, j.yl,
+                           j.xl)
+        else:
+            _nearest_rows(<const char*>src, <char*>j.dst, r0, r1, IH, IW, OH, OW, j.pixel, j.yl,
+                          j.xl)
+    elif j.wide:
+        _bilinear_span(<const double*>src, <double*>j.dst, r0, r1, IH, IW, OH, OW, C, j.yl,
+                       j.yh, j.ly, j.xl, j.xh, j.lx, <double*>j.work + 2 * row * s,
+                       <double*>j.work + 2 * row * s + row)
+    elif num == cnp.NPY_FLOAT32:
+        _bilinear_span(<const float*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
+                       j.xh, j.lx, t, u)
+    elif num == cnp.NPY_FLOAT64:
+        _bilinear_span(<const double*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
+                       j.xh, j.lx, t, u)
+    elif num == cnp.NPY_INT8:
+        _bilinear_span(<const signed char*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly,
+                       j.xl, j.xh, j.lx, t, u)
+    elif num == cnp.NPY_UINT8:
+        _bilinear_span(<const unsigned char*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly,
+                       j.xl, j.xh, j.lx, t, u)
+    elif num == cnp.NPY_INT16:
+        _bilinear_span(<const short*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
+                       j.xh, j.lx, t, u)
+    elif num == cnp.NPY_UINT16:
+        _bilinear_span(<const unsigned short*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh,
+                       j.ly, j.xl, j.xh, j.lx, t, u)
+    elif num == cnp.NPY_INT32:
+        _bilinear_span(<const int*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
+                       j.xh, j.lx, t, u)
+    else:   # int64 (the caller's precondition: 8-byte integers)
+        _bilinear_span(<const long long*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly,
+                       j.xl, j.xh, j.lx, t, u)
+
+
+cdef int _fwd_run(FwdJob* j, int num_threads) except -1:
+    """The resize on ``num_threads`` shares (at most one per output row), its bilinear rows'
+    scratch allocated here."""
+    cdef int nt = <int>max(1, min(<Py_ssize_t>num_threads, j.B * j.OH))
+    j.work = NULL
+    if j.linear:
+        j.work = malloc(max(1, 2 * j.OW * j.C * nt) * (8 if j.wide else 4))
+        if j.work == NULL:
+            raise MemoryError("the forward resize's two lerped rows per thread")
+    with nogil:
+        tfc_parallel(_fwd_share, j, nt)
+    free(j.work)
+    return 0
 
 
 def bilinear_forward(cnp.ndarray src, cnp.ndarray dst, const int32_t[::1] y_lo,
@@ -156,7 +228,6 @@ def bilinear_forward(cnp.ndarray src, cnp.ndarray dst, const int32_t[::1] y_lo,
     (the caller's precondition)."""
     cdef Py_ssize_t B = src.shape[0], IH = src.shape[1], IW = src.shape[2], C = src.shape[3]
     cdef Py_ssize_t OH = dst.shape[1], OW = dst.shape[2]
-    cdef int nt = max(1, min(num_threads, B * OH))
     cdef const void* s = cnp.PyArray_DATA(src)
     cdef void* d = cnp.PyArray_DATA(dst)
     cdef int num = cnp.PyArray_TYPE(src)
@@ -170,44 +241,15 @@ def bilinear_forward(cnp.ndarray src, cnp.ndarray dst, const int32_t[::1] y_lo,
             TFC_CHECK(0 <= y_lo[k] < IH and 0 <= y_hi[k] < IH)
         for k in range(OW):
             TFC_CHECK(0 <= x_lo[k] < IW and 0 <= x_hi[k] < IW)
-    work_a = np.empty(max(1, 2 * OW * C * nt), np.float64 if wide else np.float32)
-    cdef float* w = <float*>cnp.PyArray_DATA(work_a)
-    cdef const int32_t* ylo = &y_lo[0]
-    cdef const int32_t* yhi = &y_hi[0]
-    cdef const float* yl = &y_lerp[0]
-    cdef const int32_t* xlo = &x_lo[0]
-    cdef const int32_t* xhi = &x_hi[0]
-    cdef const float* xl = &x_lerp[0]
-    cdef float* f = <float*>d
-    with nogil:
-        if wide:
-            _bilinear_rows(<const double*>s, <double*>d, B, IH, IW, OH, OW, C, ylo, yhi, yl,
-                           xlo, xhi, xl, <double*>w, nt)
-        elif num == cnp.NPY_FLOAT32:
-            _bilinear_rows(<const float*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo, xhi,
-                           xl, w, nt)
-        elif num == cnp.NPY_FLOAT64:
-            _bilinear_rows(<const double*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo, xhi,
-                           xl, w, nt)
-        elif num == cnp.NPY_INT8:
-            _bilinear_rows(<const signed char*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo,
-                           xhi, xl, w, nt)
-        elif num == cnp.NPY_UINT8:
-            _bilinear_rows(<const unsigned char*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo,
-                           xhi, xl, w, nt)
-        elif num == cnp.NPY_INT16:
-            _bilinear_rows(<const short*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo, xhi,
-                           xl, w, nt)
-        elif num == cnp.NPY_UINT16:
-            _bilinear_rows(<const unsigned short*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl,
-                           xlo, xhi, xl, w, nt)
-        elif num == cnp.NPY_INT32:
-            _bilinear_rows(<const int*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo, xhi, xl,
-                           w, nt)
-        else:
-            TFC_CHECK(cnp.PyArray_ITEMSIZE(src) == 8)
-            _bilinear_rows(<const long long*>s, f, B, IH, IW, OH, OW, C, ylo, yhi, yl, xlo,
-                           xhi, xl, w, nt)
+    cdef FwdJob j
+    j.src, j.dst, j.linear, j.wide, j.num = s, d, True, wide, num
+    if not wide and num not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_INT8, cnp.NPY_UINT8,
+                                cnp.NPY_INT16, cnp.NPY_UINT16, cnp.NPY_INT32):
+        TFC_CHECK(cnp.PyArray_ITEMSIZE(src) == 8)
+    j.B, j.IH, j.IW, j.OH, j.OW, j.C, j.pixel = B, IH, IW, OH, OW, C, 0
+    j.yl, j.yh, j.ly, j.xl, j.xh, j.lx = &y_lo[0], &y_hi[0], &y_lerp[0], &x_lo[0], &x_hi[0], \
+        &x_lerp[0]
+    _fwd_run(&j, num_threads)
 
 
 def nearest_forward(cnp.ndarray src, cnp.ndarray dst, const int32_t[::1] y_idx,
@@ -217,7 +259,6 @@ def nearest_forward(cnp.ndarray src, cnp.ndarray dst, const int32_t[::1] y_idx,
     cdef Py_ssize_t B = src.shape[0], IH = src.shape[1], IW = src.shape[2]
     cdef Py_ssize_t OH = dst.shape[1], OW = dst.shape[2]
     cdef Py_ssize_t pixel = src.shape[3] * cnp.PyArray_ITEMSIZE(src)
-    cdef int nt = max(1, min(num_threads, B * OH))
     cdef const char* s = <const char*>cnp.PyArray_DATA(src)
     cdef char* d = <char*>cnp.PyArray_DATA(dst)
     TFC_CHECK(dst.shape[0] == B and dst.shape[3] == src.shape[3]
@@ -229,19 +270,11 @@ def nearest_forward(cnp.ndarray src, cnp.ndarray dst, const int32_t[::1] y_idx,
             TFC_CHECK(0 <= y_idx[k] < IH)
         for k in range(OW):
             TFC_CHECK(0 <= x_idx[k] < IW)
-    cdef const int32_t* yi = &y_idx[0]
-    cdef const int32_t* xi = &x_idx[0]
-    with nogil:
-        if pixel == 1:
-            _nearest_typed(<const uint8_t*>s, <uint8_t*>d, B, IH, IW, OH, OW, yi, xi, nt)
-        elif pixel == 2:
-            _nearest_typed(<const uint16_t*>s, <uint16_t*>d, B, IH, IW, OH, OW, yi, xi, nt)
-        elif pixel == 4:
-            _nearest_typed(<const uint32_t*>s, <uint32_t*>d, B, IH, IW, OH, OW, yi, xi, nt)
-        elif pixel == 8:
-            _nearest_typed(<const uint64_t*>s, <uint64_t*>d, B, IH, IW, OH, OW, yi, xi, nt)
-        else:
-            _nearest_rows(s, d, B, IH, IW, OH, OW, pixel, yi, xi, nt)
+    cdef FwdJob j
+    j.src, j.dst, j.linear, j.wide, j.num = s, d, False, False, 0
+    j.B, j.IH, j.IW, j.OH, j.OW, j.C, j.pixel = B, IH, IW, OH, OW, src.shape[3], pixel
+    j.yl, j.xl = &y_idx[0], &x_idx[0]
+    _fwd_run(&j, num_threads)
 
 
 cdef class ForwardKernel:
@@ -286,63 +319,11 @@ cdef class ForwardKernel:
                           and (not linear or 0 <= self.t[3][k] < self.IW))
 
     def run_ptr(self, intptr_t src, intptr_t dst, int num_threads):
-        cdef int nt = max(1, min(num_threads, self.B * self.OH))
-        cdef const void* s = <const void*>src
-        cdef void* d = <void*>dst
-        cdef Py_ssize_t B = self.B, IH = self.IH, IW = self.IW, C = self.C, OH = self.OH
-        cdef Py_ssize_t OW = self.OW, pixel = self.C * self.item
-        cdef const int32_t* yl = self.t[0]
-        cdef const int32_t* yh = self.t[1]
-        cdef const int32_t* xl = self.t[2]
-        cdef const int32_t* xh = self.t[3]
-        cdef const float* ly = self.lerp[0]
-        cdef const float* lx = self.lerp[1]
-        cdef int num = self.src_type
-        cdef void* w = NULL
-        if self.linear:
-            w = malloc(max(1, 2 * OW * C * nt) * (8 if self.wide else 4))
-            if w == NULL:
-                raise MemoryError("the forward resize's two lerped rows per thread")
-        with nogil:
-            if not self.linear:
-                if pixel == 1:
-                    _nearest_typed(<const uint8_t*>s, <uint8_t*>d, B, IH, IW, OH, OW, yl, xl, nt)
-                elif pixel == 2:
-                    _nearest_typed(<const uint16_t*>s, <uint16_t*>d, B, IH, IW, OH, OW, yl, xl,
-                                   nt)
-                elif pixel == 4:
-                    _nearest_typed(<const uint32_t*>s, <uint32_t*>d, B, IH, IW, OH, OW, yl, xl,
-                                   nt)
-                elif pixel == 8:
-                    _nearest_typed(<const uint64_t*>s, <uint64_t*>d, B, IH, IW, OH, OW, yl, xl,
-                                   nt)
-                else:
-                    _nearest_rows(<const char*>s, <char*>d, B, IH, IW, OH, OW, pixel, yl, xl, nt)
-            elif self.wide:
-                _bilinear_rows(<const double*>s, <double*>d, B, IH, IW, OH, OW, C, yl, yh, ly,
-                               xl, xh, lx, <double*>w, nt)
-            elif num == cnp.NPY_FLOAT32:
-                _bilinear_rows(<const float*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh, ly, xl,
-                               xh, lx, <float*>w, nt)
-            elif num == cnp.NPY_FLOAT64:
-                _bilinear_rows(<const double*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh, ly, xl,
-                               xh, lx, <float*>w, nt)
-            elif num == cnp.NPY_INT8:
-                _bilinear_rows(<const signed char*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh,
-                               ly, xl, xh, lx, <float*>w, nt)
-            elif num == cnp.NPY_UINT8:
-                _bilinear_rows(<const unsigned char*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh,
-                               ly, xl, xh, lx, <float*>w, nt)
-            elif num == cnp.NPY_INT16:
-                _bilinear_rows(<const short*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh, ly, xl,
-                               xh, lx, <float*>w, nt)
-            elif num == cnp.NPY_UINT16:
-                _bilinear_rows(<const unsigned short*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh,
-                               ly, xl, xh, lx, <float*>w, nt)
-            elif num == cnp.NPY_INT32:
-                _bilinear_rows(<const int*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh, ly, xl,
-                               xh, lx, <float*>w, nt)
-            else:
-                _bilinear_rows(<const long long*>s, <float*>d, B, IH, IW, OH, OW, C, yl, yh, ly,
-                               xl, xh, lx, <float*>w, nt)
-        free(w)
+        cdef FwdJob j
+        j.src, j.dst = <const void*>src, <void*>dst
+        j.linear, j.wide, j.num = self.linear, self.wide, self.src_type
+        j.B, j.IH, j.IW, j.OH, j.OW, j.C = self.B, self.IH, self.IW, self.OH, self.OW, self.C
+        j.pixel = self.C * self.item
+        j.yl, j.yh, j.xl, j.xh = self.t[0], self.t[1], self.t[2], self.t[3]
+        j.ly, j.lx = self.lerp[0], self.lerp[1]
+        _fwd_run(&j, num_threads)

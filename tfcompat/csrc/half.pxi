@@ -9,19 +9,39 @@ cdef enum:
     CONVERT_CHUNK = 16384   # elements per parallel chunk
 
 
+cdef struct ConvertJob:
+    const void* src
+    void* dst
+    Py_ssize_t n
+    bint bfloat16
+    bint widen
+
+
+cdef void _convert_share(void* ctx, int s, int nshares) noexcept nogil:
+    cdef ConvertJob* j = <ConvertJob*>ctx
+    cdef Py_ssize_t k, lo, nchunks = (j.n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
+    for k in range(_lo(nchunks, s, nshares), _lo(nchunks, s + 1, nshares)):
+        lo = k * CONVERT_CHUNK
+        if j.widen:
+            to_f32(<const uint16_t*>j.src + lo, <float*>j.dst + lo,
+                   min(<Py_ssize_t>CONVERT_CHUNK, j.n - lo), j.bfloat16)
+        else:
+            from_f32(<const float*>j.src + lo, <uint16_t*>j.dst + lo,
+                     min(<Py_ssize_t>CONVERT_CHUNK, j.n - lo), j.bfloat16)
+
+
 cdef void _convert(const void* src, void* dst, Py_ssize_t n, bint bfloat16, bint widen,
                    int num_threads) noexcept nogil:
     """Chunks of CONVERT_CHUNK elements in parallel: widen uint16 bits to float32, or round
     float32 to uint16 bits."""
-    cdef Py_ssize_t k, lo, nchunks = (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK
-    for k in prange(nchunks, schedule='static', num_threads=num_threads):
-        lo = k * CONVERT_CHUNK
-        if widen:
-            to_f32(<const uint16_t*>src + lo, <float*>dst + lo, min(<Py_ssize_t>CONVERT_CHUNK, n - lo),
-                   bfloat16)
-        else:
-            from_f32(<const float*>src + lo, <uint16_t*>dst + lo,
-                     min(<Py_ssize_t>CONVERT_CHUNK, n - lo), bfloat16)
+    cdef ConvertJob j
+    j.src = src
+    j.dst = dst
+    j.n = n
+    j.bfloat16 = bfloat16
+    j.widen = widen
+    tfc_parallel(_convert_share, &j, <int>min(<Py_ssize_t>num_threads,
+                                               (n + CONVERT_CHUNK - 1) // CONVERT_CHUNK))
 
 
 def to_float32(cnp.ndarray src, cnp.ndarray dst, bint bfloat16, int num_threads):

@@ -474,23 +474,20 @@ cdef void _linear_rows_c8_f32(const float* dy, float* dx, Py_ssize_t item,
 # The entry: every row in parallel
 # ---------------------------------------------------------------------------------------
 
-cdef void _linear_run(const real_src* dy, real_acc* dx, const ResampleArgs* r, float* work,
-                      int num_threads) noexcept nogil:
-    """dx from dy; ``work`` holds num_threads * r.work_per_thread floats."""
+cdef void _linear_share(const real_src* dy, real_acc* dx, const ResampleArgs* r, float* work,
+                        int s, int n) noexcept nogil:
+    """Share s of n of dx from dy; ``work`` holds n * r.work_per_thread floats."""
     cdef Py_ssize_t row, nrows = r.rows_b * r.Iz * r.Iy
     # NCX: channel groups of 8 (float32, through the window) or C1_GROUP, times the rows
     cdef Py_ssize_t group = 8 if (real_src is float and real_acc is float) else C1_GROUP
     cdef Py_ssize_t items = ((r.rows_b + group - 1) // group) * r.Iz * r.Iy
-    cdef float* mine
     if r.C == 1:
         if real_src is float and real_acc is float:
-            with parallel(num_threads=num_threads):
-                mine = work + threadid() * r.work_per_thread
-                for row in prange(items, schedule='static'):
-                    _linear_rows_c8_f32(dy, dx, row, r, mine)
+            for row in range(_lo(items, s, n), _lo(items, s + 1, n)):
+                _linear_rows_c8_f32(dy, dx, row, r, work + s * r.work_per_thread)
         else:
-            for row in prange(items, schedule='static', num_threads=num_threads):
+            for row in range(_lo(items, s, n), _lo(items, s + 1, n)):
                 _linear_rows_c1(dy, dx, row, r)
     else:
-        for row in prange(nrows, schedule='static', num_threads=num_threads):
+        for row in range(_lo(nrows, s, n), _lo(nrows, s + 1, n)):
             _linear_row(dy, dx, row, r)

@@ -215,13 +215,13 @@ cdef void _nearest_gather_row_f32(const float* dy, float* dx, Py_ssize_t row,
                          min(<Py_ssize_t>8, rest - 8), min(<Py_ssize_t>16, rest - 8), rest - 8, 0)
 
 
-cdef void _nearest_run(const nn_t* dy, nn_t* dx, const ResampleArgs* r,
-                       int num_threads) noexcept nogil:
+cdef void _nearest_share(const nn_t* dy, nn_t* dx, const ResampleArgs* r, int s,
+                         int n) noexcept nogil:
     cdef Py_ssize_t row, nrows = r.rows_b * r.Iz * r.Iy
     if nn_t is float:
         if r.x_off != NULL:
-            for row in prange(nrows, schedule='static', num_threads=num_threads):
+            for row in range(_lo(nrows, s, n), _lo(nrows, s + 1, n)):
                 _nearest_gather_row_f32(dy, dx, row, r)
             return
-    for row in prange(nrows, schedule='static', num_threads=num_threads):
+    for row in range(_lo(nrows, s, n), _lo(nrows, s + 1, n)):
         _nearest_row(dy, dx, row, r)

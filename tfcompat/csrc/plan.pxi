@@ -16,37 +16,63 @@ cpdef enum ResampleKind:
     NEAREST_U8 = 5          # uint8 and int8 (wrapping sums)
     NEAREST_U32 = 6         # int32 (wrapping sums)
 
+# share s of n of a resampling kernel (team.h)
 ctypedef void (*resample_entry)(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                                int num_threads) noexcept nogil
+                                int s, int n) noexcept nogil
 
 
-cdef void _linear_f32(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                      int nt) noexcept nogil:
-    _linear_run(<const float*>dy, <float*>dx, r, work, nt)
+cdef void _linear_f32(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                      int n) noexcept nogil:
+    _linear_share(<const float*>dy, <float*>dx, r, work, s, n)
 
-cdef void _linear_f32_f64(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                          int nt) noexcept nogil:
-    _linear_run(<const float*>dy, <double*>dx, r, work, nt)
+cdef void _linear_f32_f64(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                          int n) noexcept nogil:
+    _linear_share(<const float*>dy, <double*>dx, r, work, s, n)
 
-cdef void _linear_f64(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                      int nt) noexcept nogil:
-    _linear_run(<const double*>dy, <double*>dx, r, work, nt)
+cdef void _linear_f64(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                      int n) noexcept nogil:
+    _linear_share(<const double*>dy, <double*>dx, r, work, s, n)
 
-cdef void _nearest_f32(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                       int nt) noexcept nogil:
-    _nearest_run(<const float*>dy, <float*>dx, r, nt)
+cdef void _nearest_f32(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                       int n) noexcept nogil:
+    _nearest_share(<const float*>dy, <float*>dx, r, s, n)
 
-cdef void _nearest_f64(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                       int nt) noexcept nogil:
-    _nearest_run(<const double*>dy, <double*>dx, r, nt)
+cdef void _nearest_f64(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                       int n) noexcept nogil:
+    _nearest_share(<const double*>dy, <double*>dx, r, s, n)
 
-cdef void _nearest_u8(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                      int nt) noexcept nogil:
-    _nearest_run(<const unsigned char*>dy, <unsigned char*>dx, r, nt)
+cdef void _nearest_u8(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                      int n) noexcept nogil:
+    _nearest_share(<const unsigned char*>dy, <unsigned char*>dx, r, s, n)
 
-cdef void _nearest_u32(const void* dy, void* dx, const ResampleArgs* r, float* work,
-                       int nt) noexcept nogil:
-    _nearest_run(<const unsigned int*>dy, <unsigned int*>dx, r, nt)
+cdef void _nearest_u32(const void* dy, void* dx, const ResampleArgs* r, float* work, int s,
+                       int n) noexcept nogil:
+    _nearest_share(<const unsigned int*>dy, <unsigned int*>dx, r, s, n)
+
+
+cdef struct ResampleJob:
+    resample_entry entry
+    const void* dy
+    void* dx
+    const ResampleArgs* r
+    float* work
+
+
+cdef void _resample_share(void* ctx, int s, int n) noexcept nogil:
+    cdef ResampleJob* j = <ResampleJob*>ctx
+    j.entry(j.dy, j.dx, j.r, j.work, s, n)
+
+
+cdef void _resample_run(resample_entry entry, const void* dy, void* dx, const ResampleArgs* r,
+                        float* work, int num_threads) noexcept nogil:
+    """The kernel on ``num_threads`` shares (``work``: num_threads * r.work_per_thread)."""
+    cdef ResampleJob j
+    j.entry = entry
+    j.dy = dy
+    j.dx = dx
+    j.r = r
+    j.work = work
+    tfc_parallel(_resample_share, &j, num_threads)
 
 
 cdef resample_entry _ENTRIES[7]
@@ -117,7 +143,7 @@ cdef class ResamplePlan:
                   and (a.work_per_thread == 0 or
                        (w != NULL and cnp.PyArray_SIZE(work) >= a.work_per_thread * num_threads)))
         with nogil:
-            self.entry(s, d, a, w, num_threads)
+            _resample_run(self.entry, s, d, a, w, num_threads)
 
     def run_ptr(self, intptr_t dy, intptr_t dx, int num_threads):
         """``run`` on raw pointers (the PyTorch front's tensors), with its scratch allocated
@@ -129,5 +155,5 @@ cdef class ResamplePlan:
             if w == NULL:
                 raise MemoryError("the resampling kernel's scratch rows")
         with nogil:
-            self.entry(<const void*>dy, <void*>dx, a, w, num_threads)
+            _resample_run(self.entry, <const void*>dy, <void*>dx, a, w, num_threads)
         free(w)
