@@ -1,8 +1,10 @@
 """tfcompat.tf's kernels against TF's own, in one process: ``python -m asv_benchmarks.tf_plugin``.
 
 Each call is timed with TF's own kernel, then ``tfcompat.tf.enable()`` runs and the same calls
-are timed again; the results are compared bit for bit with TF's from before. Enabling cannot be
-undone in a process, hence a command of its own (run it in a fresh process).
+are timed again; the results are compared with TF's from before: bit for bit for the resize
+grads, by the conformance metric for Conv2DBackpropInput (C1-C5 of docs/semantics.md §10 in
+float32, float16 and bfloat16; ``--no-conv`` leaves them out). Enabling cannot be undone in a
+process, hence a command of its own (run it in a fresh process).
 """
 import json
 import os
@@ -12,8 +14,11 @@ import time
 import numpy as np
 
 
-def _time(f, n=20, rep=5):
+def _time(f, n=None, rep=5):
+    t = time.perf_counter()
     f()
+    if n is None:   # calls of about 50 ms per round
+        n = max(1, min(20, int(0.05 / max(time.perf_counter() - t, 1e-6))))
     runs = []
     for _ in range(rep):
         t = time.perf_counter()
@@ -23,10 +28,34 @@ def _time(f, n=20, rep=5):
     return float(np.median(runs))
 
 
+def _conv_calls(tf, rng):
+    """C1-C5's Conv2DBackpropInput in three dtypes: {name: (call, inputs, attrs)}."""
+    import ml_dtypes
+    from asv_benchmarks.shapes import CONV, conv_out
+    from tfcompat.conv.problem import functional_attrs
+    calls = {}
+    for dt in ("float32", "float16", "bfloat16"):
+        npdt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.dtype(dt)
+        for cid, (x, w_shape, st, pad) in CONV.items():
+            w = rng.standard_normal(w_shape).astype(npdt)
+            dy = rng.standard_normal(conv_out(x, w_shape, st, pad)).astype(npdt)
+            wt, dyt = tf.constant(w), tf.constant(dy)
+            kw = dict(strides=[1, st, st, 1], padding=pad)
+
+            def call(x=x, wt=wt, dyt=dyt, kw=kw):
+                return tf.raw_ops.Conv2DBackpropInput(input_sizes=list(x), filter=wt,
+                                                      out_backprop=dyt, **kw).numpy()
+            attrs = functional_attrs(list(x), w, dy, kw["strides"], pad, (), "NHWC",
+                                     [1, 1, 1, 1])
+            calls[f"Conv2DBackpropInput {cid} {dt}"] = (call, {"dy": dy, "filter": w}, attrs)
+    return calls
+
+
 def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
     import tfcompat.tf as ttf
+    from conformance import metric
     rng = np.random.default_rng(0)
     g = tf.constant(rng.standard_normal((8, 128, 128, 32)).astype(np.float32))
     img = tf.constant(np.zeros((8, 64, 64, 32), np.float32))
@@ -52,20 +81,30 @@ def main():
     }
     name_par = "8 ResizeBilinearGrad [2,64,64,16] in one tf.function"
     calls[name_par] = parallel()
+    convs = {} if "--no-conv" in sys.argv else _conv_calls(tf, rng)
+    calls.update({k: c[0] for k, c in convs.items()})
     before = {k: f() for k, f in calls.items()}
     tf_ms = {k: _time(f) for k, f in calls.items()}
     ttf.enable()
     calls[name_par] = parallel()    # a new graph, which picks our kernels
     rows = []
     for k, f in calls.items():
+        python0 = ttf.enabled()["conv_calls_through_python"]
         got = f()
         want = before[k]
-        same = all(np.asarray(a).tobytes() == np.asarray(b).tobytes()
-                   for a, b in zip(want if isinstance(want, list) else [want],
-                                   got if isinstance(got, list) else [got]))
+        row = {"call": k}
+        if k in convs:
+            _, inputs, attrs = convs[k]
+            scale = metric.magnitude("Conv2DBackpropInput", inputs, attrs)
+            row["within_metric"] = bool(metric.compare(got, want, scale, got.dtype).passed)
+            row["in_c"] = ttf.enabled()["conv_calls_through_python"] == python0
+        else:
+            row["bits_equal"] = all(np.asarray(a).tobytes() == np.asarray(b).tobytes()
+                                    for a, b in zip(want if isinstance(want, list) else [want],
+                                                    got if isinstance(got, list) else [got]))
         ours = _time(f)
-        rows.append({"call": k, "tf_ms": tf_ms[k], "ours_ms": ours,
-                     "tf_over_ours": tf_ms[k] / ours, "bits_equal": same})
+        row.update({"tf_ms": tf_ms[k], "ours_ms": ours, "tf_over_ours": tf_ms[k] / ours})
+        rows.append(row)
     out = {"rows": rows, "calls": ttf.enabled()["calls"],
            "os_threads": len(os.listdir("/proc/self/task"))}
     print(json.dumps(out, indent=1))

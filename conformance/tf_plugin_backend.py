@@ -4,14 +4,16 @@ worker process, so that TF's own kernels stay the oracle in the harness's proces
 
 The worker (multiprocessing's ``spawn``: a fresh interpreter) imports TF, enables the plugin
 and answers one call at a time over a pipe; it is started on the first call and ended at exit.
-Kernels: ResizeBilinearGrad and ResizeNearestNeighborGrad, the ops the plugin covers. An error
-in the worker comes back as the same exception type and message.
+Kernels: ResizeBilinearGrad, ResizeNearestNeighborGrad and Conv2DBackpropInput, the ops the
+plugin covers (the conv with the case's SAME or VALID padding, else EXPLICIT, as the
+tensorflow backend passes it). An error in the worker comes back with its type and message.
 """
 import atexit
 import multiprocessing
 import threading
 
-from tfcompat.kernel_names import RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD
+from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, RESIZE_BILINEAR_GRAD,
+                                   RESIZE_NEAREST_NEIGHBOR_GRAD)
 from tfcompat.registry import KernelConfig
 
 BACKEND = "tf-plugin"
@@ -30,6 +32,9 @@ def _serve(conn):
             return
         kernel, inputs, attrs = msg
         try:
+            if kernel == CONV2D_BACKPROP_INPUT:
+                conn.send(("ok", _conv(tf, inputs, attrs), ttf.enabled()["calls"]))
+                continue
             flags = {"align_corners": bool(attrs.get("alignCorners", False)),
                      "half_pixel_centers": bool(attrs.get("halfPixelCenters", False))}
             if kernel == RESIZE_BILINEAR_GRAD:
@@ -41,6 +46,28 @@ def _serve(conn):
             conn.send(("ok", out.numpy(), ttf.enabled()["calls"]))
         except Exception as exc:    # (an InvalidArgumentError: its message)
             conn.send(("error", type(exc).__name__, getattr(exc, "message", str(exc))))
+
+
+def _conv(tf, inputs, attrs):
+    import numpy as np
+    from tfcompat.conv.problem import conv_problem
+    p = conv_problem(inputs, attrs)
+    if p.empty:     # as the tensorflow backend: TF refuses some empty shapes
+        return np.zeros(p.out_shape, p.dtype)
+    pb, pr = p.floor_pads()
+    nhwc = p.channels_last
+    pad = attrs.get("pad", "valid")
+    kw = {"padding": pad.upper()} if isinstance(pad, str) else {
+        "padding": "EXPLICIT",
+        "explicit_paddings": ([0, 0, p.pad_top, pb, p.pad_left, pr, 0, 0] if nhwc
+                              else [0, 0, 0, 0, p.pad_top, pb, p.pad_left, pr])}
+    out = tf.raw_ops.Conv2DBackpropInput(
+        input_sizes=list(p.out_shape), filter=tf.constant(p.filter),
+        out_backprop=tf.constant(p.dy),
+        strides=[1, p.sh, p.sw, 1] if nhwc else [1, 1, p.sh, p.sw],
+        dilations=[1, p.dh, p.dw, 1] if nhwc else [1, 1, p.dh, p.dw],
+        data_format="NHWC" if nhwc else "NCHW", **kw)
+    return np.asarray(out.numpy(), p.dtype)
 
 
 class _Worker:
@@ -82,7 +109,12 @@ def resize_nearest_neighbor_grad(inputs, attrs):
     return WORKER.call(RESIZE_NEAREST_NEIGHBOR_GRAD, inputs, attrs)
 
 
+def conv2d_backprop_input(inputs, attrs):
+    return WORKER.call(CONV2D_BACKPROP_INPUT, inputs, attrs)
+
+
 KERNEL_CONFIGS = (
     KernelConfig(RESIZE_BILINEAR_GRAD, BACKEND, resize_bilinear_grad),
     KernelConfig(RESIZE_NEAREST_NEIGHBOR_GRAD, BACKEND, resize_nearest_neighbor_grad),
+    KernelConfig(CONV2D_BACKPROP_INPUT, BACKEND, conv2d_backprop_input),
 )

@@ -1,8 +1,9 @@
 """tfcompat.tf (docs/architecture.md#inside-tensorflow): after ``enable()``, TF's own
-ResizeBilinearGrad and ResizeNearestNeighborGrad run tfcompat's kernels, in eager mode, in
-``tf.function`` and under a GradientTape, with TF's results (computed in the same process
-before ``enable()``: TF is the oracle) and TF's errors in tfcompat's words. Each scenario runs
-in a fresh Python process, since enabling changes the process's TF for good."""
+ResizeBilinearGrad, ResizeNearestNeighborGrad and Conv2DBackpropInput run tfcompat's kernels,
+in eager mode, in ``tf.function`` and under a GradientTape, with TF's results (computed in the
+same process before ``enable()``: TF is the oracle; the conv's within the conformance metric,
+and tfcompat's own bits) and TF's errors in tfcompat's words. Each scenario runs in a fresh
+Python process, since enabling changes the process's TF for good."""
 import json
 import os
 import subprocess
@@ -16,8 +17,9 @@ from helpers import tf_or_skip
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(body, timeout=300):
-    """Run ``body`` (which ends by printing one JSON line) in a fresh interpreter; its JSON."""
+def _run(body, timeout=300, **env_vars):
+    """Run ``body`` (which ends by printing one JSON line) in a fresh interpreter, with
+    ``env_vars`` set; its JSON."""
     tf_or_skip()
     code = textwrap.dedent('''
         import json, os, sys
@@ -26,7 +28,8 @@ def _run(body, timeout=300):
         import tensorflow as tf
         import tfcompat.tf as ttf
     ''') + textwrap.dedent(body)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               **env_vars)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=timeout, env=env, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -173,7 +176,8 @@ KERAS_FIT = '''
     import hashlib
     import keras
     if ENABLE:
-        ttf.enable()
+        # the resize grads only: the conv's results are TF's within the metric, not its bits
+        ttf.enable(["ResizeBilinearGrad", "ResizeNearestNeighborGrad"])
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).standard_normal((16, 8, 8, 3)).astype(np.float32)
     y = np.random.default_rng(1).standard_normal((16, 16, 16, 4)).astype(np.float32)
@@ -216,3 +220,157 @@ def test_conformance_worker_runs_our_kernels_against_tf_s_in_this_process():
                        match=r"InvalidArgumentError: .*grads: got shape \(9, 7, 3\)"):
         B.resize_bilinear_grad({"dy": g[0], "images": img}, attrs)
     B.WORKER.close()
+
+
+CONV_CASES = '''
+    import ml_dtypes
+    import tfcompat
+    from conformance import metric
+    from tfcompat.conv.problem import functional_attrs
+    rng = np.random.default_rng(5)
+    cases = []
+    for dt in DTYPES:
+        for xs, fs, st, pad, fmt, dil in [
+                ((2, 10, 12, 128), (3, 3, 128, 256), 1, "SAME", "NHWC", 1),    # raw taps
+                ((1, 9, 10, 120), (3, 3, 120, 256), 2, "SAME", "NHWC", 1),     # padded raw
+                ((2, 11, 9, 40), (3, 3, 40, 48), 1, "VALID", "NHWC", 1),       # tap blocks
+                ((2, 11, 9, 3), (3, 2, 3, 20), (2, 1), "SAME", "NHWC", 1),      # lanes
+                ((2, 11, 9, 5), (3, 3, 5, 4), 1, "SAME", "NHWC", 2),
+                ((3, 6, 6, 16), (1, 1, 16, 8), 1, "VALID", "NHWC", 1),        # 1x1
+                ((2, 10, 1, 6), (3, 1, 6, 4), (2, 1), "SAME", "NHWC", 1),      # one pixel wide
+                ((2, 5, 9, 11), (3, 3, 5, 7), 2, "SAME", "NCHW", 1)]:
+            npdt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.dtype(dt)
+            st = (st, st) if isinstance(st, int) else st
+            s4 = [1, *st, 1] if fmt == "NHWC" else [1, 1, *st]
+            d4 = [1, dil, dil, 1] if fmt == "NHWC" else [1, 1, dil, dil]
+            if fmt == "NHWC":
+                y = tf.nn.conv2d(tf.zeros(xs, tf.float64), tf.zeros(fs, tf.float64), s4, pad,
+                                 dilations=d4)
+            else:
+                y = tf.transpose(tf.nn.conv2d(tf.zeros((xs[0], xs[2], xs[3], xs[1]),
+                                                       tf.float64), tf.zeros(fs, tf.float64),
+                                              [1, *st, 1], pad, dilations=[1, dil, dil, 1]),
+                                 (0, 3, 1, 2))
+            w = rng.standard_normal(fs).astype(npdt)
+            dy = rng.standard_normal(y.shape).astype(npdt)
+            cases.append((list(xs), w, dy, dict(strides=s4, padding=pad, data_format=fmt,
+                                                 dilations=d4)))
+    def tf_conv(xs, w, dy, kw):
+        return tf.raw_ops.Conv2DBackpropInput(input_sizes=xs, filter=w, out_backprop=dy,
+                                              **kw).numpy()
+    def tf_own(*c):
+        # TF's Eigen kernels (float16, float64) refuse dilations > 1 and NCHW as not
+        # implemented; ours computes them (docs/architecture.md#inside-tensorflow)
+        try:
+            return tf_conv(*c)
+        except tf.errors.InvalidArgumentError as exc:
+            assert ("dilation rates larger than 1" in exc.message
+                    or "only supports NHWC" in exc.message), exc.message
+            return None
+    theirs = [tf_own(*c) for c in cases]
+    mine = [tfcompat.conv2d_backprop_input(*c[:3], **c[3]) for c in cases]
+    ttf.enable()
+    e0 = ttf.enabled()
+    ours = [tf_conv(*c) for c in cases]
+    e1 = ttf.enabled()
+    bitwise, within, refused = [], [], []
+    for c, t, m, o in zip(cases, theirs, mine, ours):
+        bitwise.append(o.dtype == m.dtype and o.tobytes() == m.tobytes())
+        if t is None:
+            refused.append(str(o.dtype))
+            continue
+        attrs = functional_attrs(c[0], c[1], c[2], explicit_paddings=(), **c[3])
+        inputs = {"dy": c[2], "filter": c[1]}
+        scale = metric.magnitude("Conv2DBackpropInput", inputs, attrs)
+        within.append(bool(metric.compare(o, t, scale, o.dtype).passed))
+    print(json.dumps({"n": len(cases), "bitwise": sum(bitwise), "within": sum(within),
+                      "refused": refused,
+                      "calls": e1["calls"]["Conv2DBackpropInput"]
+                      - e0["calls"]["Conv2DBackpropInput"],
+                      "python": e1["conv_calls_through_python"]
+                      - e0["conv_calls_through_python"]}))
+'''
+
+
+@pytest.mark.parametrize("strategy", ["auto", "channel-tiles"])
+def test_conv_raw_op_is_tfcompat_s_bits_and_tf_s_within_the_metric(strategy):
+    """Conv2DBackpropInput in every dtype, NHWC and NCHW, strides, dilations and a 1x1: our
+    kernel ran every call (TF's oneDNN rewrite of float32 and bfloat16 included), with
+    tfcompat's own bits, within the metric of TF's own result; the tile strategies run in C
+    (each of their filter-tap layouts with TFCOMPAT_CONV_STRATEGY=channel-tiles), the others
+    through tfcompat's Python conv."""
+    pytest.importorskip("ml_dtypes")
+    # the tile kernels sum in float32: float64 only with the strategies chosen
+    dtypes = ("float32", "float16", "bfloat16") + (("float64",) if strategy == "auto" else ())
+    out = _run(f"DTYPES = {dtypes!r}\n" + textwrap.dedent(CONV_CASES),
+               TFCOMPAT_CONV_STRATEGY=strategy)
+    assert out["bitwise"] == out["n"]
+    assert out["within"] == out["n"] - len(out["refused"])
+    assert set(out["refused"]) <= {"float16", "float64"}
+    assert out["calls"] == out["n"]
+    if strategy == "auto":
+        assert 0 < out["python"] < out["n"]
+
+
+def test_conv_gradients_and_conv2d_transpose_run_ours_in_tf_function():
+    out = _run('''
+        from conformance import metric
+        from tfcompat.conv.problem import functional_attrs
+        rng = np.random.default_rng(6)
+        x = tf.constant(rng.standard_normal((2, 12, 12, 16)).astype(np.float32))
+        w = tf.constant(rng.standard_normal((3, 3, 16, 32)).astype(np.float32))
+        wt = tf.constant(rng.standard_normal((3, 3, 8, 16)).astype(np.float32))
+        def f(x):
+            with tf.GradientTape() as t:
+                t.watch(x)
+                y = tf.nn.conv2d(x, w, 2, "SAME")
+                loss = tf.reduce_sum(y * y)
+            up = tf.nn.conv2d_transpose(x, wt, (2, 24, 24, 8), 2, "SAME")
+            return t.gradient(loss, x), up
+        before = [a.numpy() for a in f(x)]
+        ttf.enable()
+        c0 = ttf.enabled()["calls"]["Conv2DBackpropInput"]
+        after = [a.numpy() for a in tf.function(f)(x)]
+        calls = ttf.enabled()["calls"]["Conv2DBackpropInput"] - c0
+        dy = 2 * tf.nn.conv2d(x, w, 2, "SAME").numpy()
+        checks = []
+        pairs = [((x.shape, w, dy), before[0], after[0]),
+                 (((2, 24, 24, 8), wt, x.numpy()), before[1], after[1])]
+        for (xs, filt, g), b, a in pairs:
+            st = 2
+            attrs = functional_attrs(list(xs), filt, g, [1, st, st, 1], "SAME", (), "NHWC",
+                                     [1, 1, 1, 1])
+            scale = metric.magnitude("Conv2DBackpropInput", {"dy": g, "filter": np.asarray(filt)},
+                                     attrs)
+            checks.append(bool(metric.compare(a, b, scale, np.float32).passed))
+        print(json.dumps({"calls": calls, "checks": checks}))
+    ''')
+    assert out["calls"] == 2 and out["checks"] == [True, True]
+
+
+def test_conv_invalid_inputs_raise_tf_errors_in_tfcompat_s_words():
+    out = _run('''
+        ttf.enable(["Conv2DBackpropInput"])
+        w = np.ones((3, 3, 4, 5), np.float32)
+        dy = np.ones((1, 6, 6, 5), np.float32)
+        msgs = []
+        for kwargs in (dict(input_sizes=[1, 6, 6, 3], filter=w, out_backprop=dy),
+                       dict(input_sizes=[1, 7, 7, 4], filter=w, out_backprop=dy),
+                       dict(input_sizes=[6, 6, 4], filter=w, out_backprop=dy),
+                       dict(input_sizes=[1, 6, 6, 4], filter=w, out_backprop=dy[0])):
+            try:
+                tf.raw_ops.Conv2DBackpropInput(strides=[1, 1, 1, 1], padding="SAME", **kwargs)
+                msgs.append(None)
+            except tf.errors.InvalidArgumentError as exc:
+                msgs.append(exc.message)
+        ok = tf.raw_ops.Conv2DBackpropInput(input_sizes=[1, 6, 6, 4], filter=w, out_backprop=dy,
+                                            strides=[1, 1, 1, 1], padding="SAME").shape
+        print(json.dumps({"msgs": msgs, "ok": list(ok),
+                          "ops": sorted(ttf.enabled()["ops"])}))
+    ''')
+    m = out["msgs"]
+    assert "filter: in_channels 4" in m[0] and "input_sizes's 3 channels" in m[0]
+    assert "out_backprop: size of out_backprop doesn't match computed" in m[1]
+    assert "input_sizes" in m[2] and "expected" in m[2]
+    assert "out_backprop" in m[3] and "rank" in m[3]
+    assert out["ok"] == [1, 6, 6, 4] and out["ops"] == ["Conv2DBackpropInput"]

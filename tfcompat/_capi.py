@@ -37,3 +37,104 @@ def capsule():
         _capsule = kernels.c_api_capsule()
         _threads.on_change(lambda n: kernels.capi_set_threads(n))
     return _capsule
+
+
+_TILES = ("lane-tiles", "channel-tiles")
+
+
+class ConvCPlan:
+    """What the C entry keeps of a Conv2DBackpropInput signature (csrc/capi_conv.pxi): dx's
+    shape and bytes, and either ``plan`` (a tile strategy's ConvPlan, run from C with this
+    call's taps in ``layout``) or ``runner`` (tfcompat's Python conv, under the GIL)."""
+
+    def __init__(self, p, out_shape, out_bytes):
+        self.out_shape, self.out_bytes = out_shape, out_bytes
+        self.empty = p.empty
+        self.plan = self.runner = None
+        self.layout, self.simd, self.taps_bytes, self.nbytes = 0, False, 0, 0
+
+
+class _ConvRunner:
+    """A conv run by tfcompat's Python conv on the C entry's memory (memoryviews)."""
+
+    def __init__(self, p):
+        self.p = p
+        self.dy_bytes, self.filter_bytes = p.dy.nbytes, p.filter.nbytes
+
+    def __call__(self, dy, w, dx):
+        import dataclasses
+
+        import numpy as np
+
+        from .conv.run import run_conv
+        p = self.p
+        q = dataclasses.replace(p, dy=np.frombuffer(dy, p.dtype).reshape(p.dy.shape),
+                                filter=np.frombuffer(w, p.dtype).reshape(p.filter.shape))
+        np.frombuffer(dx, p.dtype).reshape(p.out_shape)[...] = run_conv(q)
+
+
+def _counted(name, values, count, expected):
+    if count > len(values):    # the C side keeps at most 8 (16) values
+        raise ValueError(f"{name}: got {count} values; expected {expected}")
+    return values
+
+
+def conv_plan(dtype, dy_shape, filter_shape, sizes_rank, input_sizes, sizes_count, padding,
+              strides, strides_count, dilations, dilations_count, explicit_paddings,
+              paddings_count, data_format, threads):
+    """A :class:`ConvCPlan` for a TF Conv2DBackpropInput signature (ValueError or TypeError
+    for an invalid one, MemoryError for one whose dx and scratch cannot fit), its strategy
+    chosen for ``threads`` threads as a Python call's is. Each list comes with its count (the
+    C side keeps at most 8 values of each, 16 paddings)."""
+    import math
+
+    from .api import _shape_only
+    from .conv import problem as cp, run as cr, tiles
+    from ._arrays import avx512_kernels
+    from ._memory import check_peak
+    from ._simd import kernels as kn
+    from .registry import CONV2D_BACKPROP_INPUT
+
+    if dtype is None:
+        raise TypeError("out_backprop: a dtype tfcompat's conv does not take")
+    try:
+        if sizes_rank != 1:
+            raise ValueError(f"input_sizes: got a tensor of rank {sizes_rank}; expected a "
+                             "vector of 2 or 4 values")
+        strides = _counted("strides", strides, strides_count, 4)
+        dilations = _counted("dilations", dilations, dilations_count, 4)
+        explicit_paddings = _counted("explicit_paddings", explicit_paddings, paddings_count, 8)
+        dy = _shape_only(tuple(dy_shape), dtype)
+        w = _shape_only(tuple(filter_shape), dtype)
+        attrs = cp.functional_attrs(_counted("input_sizes", input_sizes, sizes_count, "2 or 4"),
+                                    w, dy, strides, padding, explicit_paddings, data_format,
+                                    dilations)
+        p = cp.conv_problem({"dy": dy, "filter": w}, attrs)
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(rename(CONV2D_BACKPROP_INPUT, str(exc))) from None
+    out = ConvCPlan(p, p.out_shape, math.prod(p.out_shape) * p.dtype.itemsize)
+    if p.empty:
+        return out
+    nthreads = max(1, threads)
+    q, strategy, choice = cr._choice(p, nthreads)
+    if not (p.channels_last and strategy.name in _TILES):
+        out.runner = _ConvRunner(p)
+        return out
+    q, plan, raw = tiles.c_plan(strategy.name, q, nthreads, strategy.params)
+    if plan.kind == kn.ConvKind.CONV_LANE_TILES:
+        out.layout = kn.TapsLayout.TAPS_LANES
+        taps = plan.tables[0][4].nbytes
+    elif raw:
+        out.layout = kn.TapsLayout.TAPS_FILTER if q.C % 16 == 0 else kn.TapsLayout.TAPS_PADDED
+        taps = 0 if q.C % 16 == 0 else plan.tables[0][4].nbytes
+    else:
+        out.layout = kn.TapsLayout.TAPS_BLOCKS
+        taps = plan.tables[0][4].nbytes * (1 + (q.dtype.itemsize == 2) / 2)
+    nt = min(nthreads, plan.units())
+    scratch = plan.workspace(nt) * q.compute_dtype.itemsize + taps
+    check_peak(p.dx_bytes + scratch, "input_sizes",
+               f"dx and {scratch / 2**30:.2f} GiB of the kernel's scratch and filter taps")
+    out.plan, out.simd, out.taps_bytes = plan, avx512_kernels(), int(taps)
+    out.nbytes = sum(a.nbytes for a in plan.tables[0] if hasattr(a, "nbytes")) + sum(
+        a.nbytes for a in plan.tables[1:])
+    return out

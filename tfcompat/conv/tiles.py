@@ -151,9 +151,10 @@ def channels_declines(p, m, nthreads, params):
     return None
 
 
-def _run(kind, p, nthreads, dy, params, group_cols=TILE_C, raw=False, stream=False, runs=True,
-         wide=0, pixels=True):
-    nhwc = (p.N, p.H, p.W, p.C)
+def _setup(kind, p, dy, nthreads, params, group_cols=TILE_C, raw=False, stream=False,
+           runs=True, wide=0, pixels=True):
+    """(problem, dy, plan): the ConvPlan of ``kind`` for ``p`` (its images folded where a 1x1
+    conv's are small: the same memory, reshaped)."""
     one_1x1 = p.direct and p.N == 1
     p, dy = fold_images(p, dy, params.fold_pixels, params.fold_values)
     tables = phase_tables(p, p.compute_dtype, nthreads, params.band_values,
@@ -163,15 +164,14 @@ def _run(kind, p, nthreads, dy, params, group_cols=TILE_C, raw=False, stream=Fal
     plan = plans.new_plan(kind, p)
     plan.phases(tables)
     plan.tiles(group_cols, raw, stream, runs, wide, pixels)
-    return plans.run(plan, p, dy, plans.threads_for(plan, nthreads)).reshape(nhwc)
+    return p, dy, plan
 
 
-def run_lanes(p, m, nthreads, dy, params):
-    return _run(plans.Kind.CONV_LANE_TILES, p, nthreads, dy, params,
-                pixels=params.pixel_lanes)
+def _lanes(p, params):
+    return plans.Kind.CONV_LANE_TILES, {"pixels": params.pixel_lanes}
 
 
-def run_channels(p, m, nthreads, dy, params):
+def _channels(p, params):
     taps = p.fh * p.fw
     # the dx columns of a group: as many blocks of TILE_C columns as have taps (taps * OC
     # values a column) within filter_bytes, at least one
@@ -181,5 +181,29 @@ def run_channels(p, m, nthreads, dy, params):
     stream = (params.stream_bytes > 0 and p.dtype == F32
               and p.N * p.H * p.W * p.C * 4 >= params.stream_bytes)
     wide = params.wide_values if p.dtype in ck.HALF_DTYPES else 0
-    return _run(plans.Kind.CONV_CHANNEL_TILES, p, nthreads, dy, params, group_cols, raw, stream,
-                params.runs, wide)
+    return plans.Kind.CONV_CHANNEL_TILES, {"group_cols": group_cols, "raw": raw,
+                                           "stream": stream, "runs": params.runs, "wide": wide}
+
+
+def _run(how, p, nthreads, dy, params):
+    nhwc = (p.N, p.H, p.W, p.C)
+    kind, kw = how(p, params)
+    p, dy, plan = _setup(kind, p, dy, nthreads, params, **kw)
+    return plans.run(plan, p, dy, plans.threads_for(plan, nthreads)).reshape(nhwc)
+
+
+def run_lanes(p, m, nthreads, dy, params):
+    return _run(_lanes, p, nthreads, dy, params)
+
+
+def run_channels(p, m, nthreads, dy, params):
+    return _run(_channels, p, nthreads, dy, params)
+
+
+def c_plan(name, p, nthreads, params):
+    """For the C entry (tfcompat/_capi.py): (problem, ConvPlan, raw) of tile strategy ``name``
+    for the NHWC problem ``p``, whose filter's taps each call copies from its own filter
+    (csrc/capi_conv.pxi; the plan's, made from ``p``'s filter, only give their sizes)."""
+    kind, kw = (_lanes if name == "lane-tiles" else _channels)(p, params)
+    q, _, plan = _setup(kind, p, p.dy, nthreads, params, **kw)
+    return q, plan, kw.get("raw", False)

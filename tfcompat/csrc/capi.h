@@ -2,8 +2,9 @@
  *
  * The kernel extension exports a PyCapsule, tfcompat._kernels.C_API (name "tfcompat.C_API"),
  * holding a TfcApi. A caller (the TensorFlow plugin, tfcompat/csrc/tf_plugin.c) builds a plan
- * once per call signature with resample_plan and runs it on raw pointers with resample_run:
- * no Python and no GIL. A signature seen before is found in a C-side cache (bounded in count
+ * once per call signature with resample_plan (conv_plan) and runs it on raw pointers with
+ * resample_run (conv_run): no Python and no GIL (a conv whose strategy runs only from Python
+ * takes the GIL for each call: conv_plan says which). A signature seen before is found in a C-side cache (bounded in count
  * and bytes); a new one takes the GIL once, and tfcompat's Python policy layer validates it
  * and builds the plan (its errors come back as the message TF raises).
  *
@@ -16,11 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TFC_ABI_VERSION 1
+#define TFC_ABI_VERSION 2
 #define TFC_MAX_DIMS 8
 
 /* the kernels */
-enum { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD = 1 };
+enum { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD = 1,
+       TFC_CONV2D_BACKPROP_INPUT = 2 };
 /* dtypes, tfcompat's codes (not TF's DataType numbers) */
 enum { TFC_F32 = 0, TFC_F64 = 1, TFC_F16 = 2, TFC_BF16 = 3, TFC_U8 = 4, TFC_I8 = 5,
        TFC_I32 = 6 };
@@ -42,6 +44,32 @@ typedef struct {
     int32_t reserved;
 } TfcResampleSig;
 
+/* Conv2DBackpropInput's call signature (zero it first: it is compared as bytes). The dims and
+ * lists as TF gives them, each with its count (at most TFC_MAX_DIMS values kept; a longer one
+ * is refused by the policy layer, which sees its count); data_format 0 NHWC, 1 NCHW; padding
+ * 0 SAME, 1 VALID, 2 EXPLICIT; threads: 0 (the C entry sets it: a plan is made for a thread
+ * count). */
+typedef struct {
+    int32_t kernel;             /* TFC_CONV2D_BACKPROP_INPUT */
+    int32_t dtype;
+    int32_t dy_rank;
+    int32_t filter_rank;
+    int64_t dy_dims[TFC_MAX_DIMS];
+    int64_t filter_dims[TFC_MAX_DIMS];
+    int32_t sizes_rank;         /* input_sizes: its rank and element count, and its values */
+    int32_t sizes_count;
+    int64_t input_sizes[TFC_MAX_DIMS];
+    int32_t data_format;
+    int32_t padding;
+    int32_t strides_count;
+    int32_t dilations_count;
+    int64_t strides[TFC_MAX_DIMS];
+    int64_t dilations[TFC_MAX_DIMS];
+    int32_t paddings_count;
+    int32_t threads;
+    int64_t explicit_paddings[2 * TFC_MAX_DIMS];
+} TfcConvSig;
+
 typedef struct TfcPlan TfcPlan;
 
 typedef struct {
@@ -61,6 +89,18 @@ typedef struct {
     int64_t (*plan_out_bytes)(const TfcPlan* plan);
     /* tfcompat's thread count now (set_num_threads / OMP_NUM_THREADS) */
     int (*num_threads)(void);
+    /* ABI 2: Conv2DBackpropInput. conv_plan as resample_plan; *in_c: 1 where conv_run runs
+     * the plan with no Python (the tile strategies, NHWC), 0 where each run takes the GIL and
+     * runs tfcompat's Python conv (the other strategies, NCHW). */
+    int (*conv_plan)(const TfcConvSig* sig, TfcPlan** plan, int* in_c, char* err,
+                     size_t errlen);
+    /* dx = the plan's Conv2DBackpropInput of dy with filter on num_threads threads (all
+     * C-contiguous, the signature's shapes and dtype). Returns 0, or non-zero with a message
+     * in err (scratch memory, or the interpreter shutting down). */
+    int (*conv_run)(TfcPlan* plan, const void* dy, const void* filter, void* dx,
+                    int num_threads, char* err, size_t errlen);
+    /* the output's dims (dx: the plan's input_sizes as 4 dims); returns the rank */
+    int (*plan_out_dims)(const TfcPlan* plan, int64_t* dims);
 } TfcApi;
 
 #endif

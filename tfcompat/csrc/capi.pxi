@@ -1,5 +1,6 @@
 # The C entry (csrc/capi.h, docs/architecture.md#the-c-entry): resampling grads planned once per
-# signature and run on raw pointers with no Python and no GIL, for the TensorFlow plugin.
+# signature and run on raw pointers with no Python and no GIL, for the TensorFlow plugin (the
+# conv's, and the capsule: capi_conv.pxi).
 #
 # A TfcPlan is a copy of a validated ResamplePlan's sizes and tables in one block of C memory,
 # so that running and freeing it need no Python object. The cache holds up to CAPI_MAX_PLANS
@@ -24,6 +25,26 @@ cdef extern from "capi.h":
         int32_t align_corners
         int64_t image_dims[8]
         int32_t half_pixel_centers
+    int TFC_CONV2D_BACKPROP_INPUT
+    ctypedef struct TfcConvSig:
+        int32_t kernel
+        int32_t dtype
+        int32_t dy_rank
+        int32_t filter_rank
+        int64_t dy_dims[8]
+        int64_t filter_dims[8]
+        int32_t sizes_rank
+        int32_t sizes_count
+        int64_t input_sizes[8]
+        int32_t data_format
+        int32_t padding
+        int32_t strides_count
+        int32_t dilations_count
+        int64_t strides[8]
+        int64_t dilations[8]
+        int32_t paddings_count
+        int32_t threads
+        int64_t explicit_paddings[16]
     ctypedef struct TfcPlan
     ctypedef struct TfcApi:
         int32_t abi_version
@@ -32,6 +53,10 @@ cdef extern from "capi.h":
         void (*plan_release)(TfcPlan*) noexcept nogil
         int64_t (*plan_out_bytes)(const TfcPlan*) noexcept nogil
         int (*num_threads)() noexcept nogil
+        int (*conv_plan)(const TfcConvSig*, TfcPlan**, int*, char*, size_t) noexcept nogil
+        int (*conv_run)(TfcPlan*, const void*, const void*, void*, int, char*,
+                        size_t) noexcept nogil
+        int (*plan_out_dims)(const TfcPlan*, int64_t*) noexcept nogil
 
 cdef extern from *:
     """
@@ -92,14 +117,6 @@ cdef void _plan_free(CPlan* p) noexcept nogil:
 cdef void _release(CPlan* p) noexcept nogil:
     if p != NULL and tfc_add_ref(&p.refs, -1) == 0:
         _plan_free(p)
-
-
-cdef void _capi_release(TfcPlan* p) noexcept nogil:
-    _release(<CPlan*>p)
-
-
-cdef int64_t _capi_out_bytes(const TfcPlan* p) noexcept nogil:
-    return (<const CPlan*>p).out_bytes
 
 
 cdef int _capi_num_threads() noexcept nogil:
@@ -310,25 +327,3 @@ cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_thr
     free(summed)
     free(work)
     return 0
-
-
-def c_api_capsule():
-    """The PyCapsule "tfcompat.C_API" holding this build's TfcApi (csrc/capi.h)."""
-    global _CODES
-    import ml_dtypes
-    _CODES = {TFC_F32: np.dtype(np.float32), TFC_F64: np.dtype(np.float64),
-              TFC_F16: np.dtype(np.float16), TFC_BF16: np.dtype(ml_dtypes.bfloat16),
-              TFC_U8: np.dtype(np.uint8), TFC_I8: np.dtype(np.int8),
-              TFC_I32: np.dtype(np.int32)}
-    _API.abi_version = TFC_ABI_VERSION
-    _API.resample_plan = _capi_resample_plan
-    _API.resample_run = _capi_resample_run
-    _API.plan_release = _capi_release
-    _API.plan_out_bytes = _capi_out_bytes
-    _API.num_threads = _capi_num_threads
-    return PyCapsule_New(<void*>&_API, b"tfcompat.C_API", NULL)
-
-
-def capi_cached():
-    """(plans, bytes) the C entry's cache holds."""
-    return _capi_count, _capi_bytes

@@ -3,7 +3,11 @@
  * Built on first use against the installed TF's C kernel API (tensorflow/c/kernels.h) and
  * loaded with ctypes; tfc_plugin_register then registers, at priority 1 on the CPU (above TF's
  * own kernels, at 0), ResizeBilinearGrad and ResizeNearestNeighborGrad for every dtype their op
- * definitions allow. Each call reads its inputs' shapes and dtypes into a signature, gets the
+ * definitions allow, and Conv2DBackpropInput for float16, bfloat16, float32 and float64 (TF's
+ * int32 stays TF's). With TF's oneDNN optimizations on (x86's default), TF rewrites a float32
+ * or bfloat16 Conv2DBackpropInput into _MklNativeConv2DBackpropInput before it looks for a
+ * kernel, in eager mode and in graphs; ours is registered for that op too, under the label
+ * TF's oneDNN kernels carry. Each call reads its inputs' shapes and dtypes into a signature, gets the
  * plan of that signature through tfcompat's C entry (csrc/capi.h: a cache lookup, or once per
  * signature the policy layer under the GIL, whose ValueError/TypeError message becomes TF's
  * InvalidArgument), asks TF for the output and runs the plan on the tensors' memory with no
@@ -25,9 +29,13 @@
  * than waking a sleeping worker of the kernels' team (about 5 us on 2 cores) */
 #define TFC_SERIAL_VALUES (1 << 15)
 
+/* a conv of fewer products than this runs on TF's calling thread (as TFC_SERIAL_VALUES) */
+#define TFC_SERIAL_PRODUCTS ((int64_t)1 << 18)
+
 static const TfcApi* api = NULL;
-static atomic_long calls[2];
-static int registered = 0;
+/* each kernel's calls, then the convs run through tfcompat's Python conv */
+static atomic_long calls[4];
+static int registered = 0;     /* bit k: kernel k's ops are registered */
 
 typedef struct {
     int kernel;
@@ -158,12 +166,151 @@ done:
     TF_DeleteStatus(s);
 }
 
+/* Conv2DBackpropInput's attributes, read once per kernel */
+typedef struct {
+    int data_format, padding;
+    int32_t strides_count, dilations_count, paddings_count;
+    int64_t strides[TFC_MAX_DIMS], dilations[TFC_MAX_DIMS];
+    int64_t explicit_paddings[2 * TFC_MAX_DIMS];
+} ConvKernel;
+
+/* a list attribute's values (at most cap kept) and its length */
+static void int_list(TF_OpKernelConstruction* ctx, const char* name, int64_t* values, int cap,
+                     int32_t* count, TF_Status* s) {
+    int32_t n = 0, total = 0;
+    TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, s);
+    if (TF_GetCode(s) != TF_OK) return;
+    *count = n;
+    if (n <= 0) return;
+    int64_t* all = (int64_t*)calloc((size_t)n, sizeof(int64_t));
+    if (all == NULL) {
+        TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, "tfcompat: out of memory for an attribute");
+        return;
+    }
+    TF_OpKernelConstruction_GetAttrInt64List(ctx, name, all, n, s);
+    for (int i = 0; i < n && i < cap; i++) values[i] = all[i];
+    free(all);
+}
+
+static void* create_conv(TF_OpKernelConstruction* ctx) {
+    ConvKernel* k = (ConvKernel*)calloc(1, sizeof(ConvKernel));
+    TF_Status* s = TF_NewStatus();
+    char text[16];
+    if (k == NULL) {
+        TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, "tfcompat: out of memory for a kernel");
+        TF_OpKernelConstruction_Failure(ctx, s);
+        TF_DeleteStatus(s);
+        return NULL;
+    }
+    /* TF's op definition allows only these strings */
+    memset(text, 0, sizeof text);
+    TF_OpKernelConstruction_GetAttrString(ctx, "data_format", text, sizeof text - 1, s);
+    k->data_format = strcmp(text, "NCHW") == 0;
+    if (TF_GetCode(s) == TF_OK) {
+        memset(text, 0, sizeof text);
+        TF_OpKernelConstruction_GetAttrString(ctx, "padding", text, sizeof text - 1, s);
+        k->padding = strcmp(text, "SAME") == 0 ? 0 : strcmp(text, "VALID") == 0 ? 1 : 2;
+    }
+    if (TF_GetCode(s) == TF_OK)
+        int_list(ctx, "strides", k->strides, TFC_MAX_DIMS, &k->strides_count, s);
+    if (TF_GetCode(s) == TF_OK)
+        int_list(ctx, "dilations", k->dilations, TFC_MAX_DIMS, &k->dilations_count, s);
+    if (TF_GetCode(s) == TF_OK)
+        int_list(ctx, "explicit_paddings", k->explicit_paddings, 2 * TFC_MAX_DIMS,
+                 &k->paddings_count, s);
+    if (TF_GetCode(s) != TF_OK) TF_OpKernelConstruction_Failure(ctx, s);
+    TF_DeleteStatus(s);
+    return k;
+}
+
+static void compute_conv(void* kp, TF_OpKernelContext* ctx) {
+    ConvKernel* k = (ConvKernel*)kp;
+    TF_Status* s = TF_NewStatus();
+    TF_Tensor* sizes = NULL;
+    TF_Tensor* filter = NULL;
+    TF_Tensor* dy = NULL;
+    TF_Tensor* out = NULL;
+    TfcPlan* plan = NULL;
+    char err[2048];
+    int in_c = 0;
+    TfcConvSig sig;
+    memset(&sig, 0, sizeof sig);
+    if (api == NULL) {
+        TF_SetStatus(s, TF_FAILED_PRECONDITION, "tfcompat: the kernel library is not enabled");
+        goto fail;
+    }
+    TF_GetInput(ctx, 0, &sizes, s);
+    if (TF_GetCode(s) == TF_OK) TF_GetInput(ctx, 1, &filter, s);
+    if (TF_GetCode(s) == TF_OK) TF_GetInput(ctx, 2, &dy, s);
+    if (TF_GetCode(s) != TF_OK) goto fail;
+    sig.kernel = TFC_CONV2D_BACKPROP_INPUT;
+    TF_DataType type = TF_TensorType(dy);
+    sig.dtype = tfc_dtype(type);
+    if (sig.dtype < 0 || TF_TensorType(filter) != type || TF_TensorType(sizes) != TF_INT32) {
+        TF_SetStatus(s, TF_INVALID_ARGUMENT, "tfcompat: a dtype this kernel was not registered for");
+        goto fail;
+    }
+    read_dims(dy, &sig.dy_rank, sig.dy_dims);
+    read_dims(filter, &sig.filter_rank, sig.filter_dims);
+    sig.sizes_rank = TF_NumDims(sizes);
+    int64_t n = TF_TensorElementCount(sizes);
+    const int32_t* values = (const int32_t*)TF_TensorData(sizes);
+    sig.sizes_count = (int32_t)(n < 1024 ? n : 1024);
+    for (int64_t i = 0; i < n && i < TFC_MAX_DIMS; i++) sig.input_sizes[i] = values[i];
+    sig.data_format = k->data_format;
+    sig.padding = k->padding;
+    sig.strides_count = k->strides_count;
+    sig.dilations_count = k->dilations_count;
+    sig.paddings_count = k->paddings_count;
+    memcpy(sig.strides, k->strides, sizeof sig.strides);
+    memcpy(sig.dilations, k->dilations, sizeof sig.dilations);
+    memcpy(sig.explicit_paddings, k->explicit_paddings, sizeof sig.explicit_paddings);
+    int rc = api->conv_plan(&sig, &plan, &in_c, err, sizeof err);
+    if (rc != 0) {
+        TF_SetStatus(s, rc == 1 ? TF_INVALID_ARGUMENT : rc == 2 ? TF_RESOURCE_EXHAUSTED
+                                                               : TF_UNAVAILABLE, err);
+        goto fail;
+    }
+    int64_t dims[4];
+    api->plan_out_dims(plan, dims);
+    out = TF_AllocateOutput(ctx, 0, type, dims, 4, (size_t)api->plan_out_bytes(plan), s);
+    if (TF_GetCode(s) != TF_OK) goto fail;
+    /* the policy layer proved the shapes: dy's values times the filter's taps and channels */
+    int64_t products = TF_TensorElementCount(dy) * sig.filter_dims[0] * sig.filter_dims[1] *
+                       sig.filter_dims[2];
+    int threads = products < TFC_SERIAL_PRODUCTS ? 1 : api->num_threads();
+    rc = api->conv_run(plan, TF_TensorData(dy), TF_TensorData(filter), TF_TensorData(out),
+                       threads, err, sizeof err);
+    if (rc != 0) {
+        TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : rc == 3 ? TF_UNAVAILABLE
+                                                                 : TF_INTERNAL, err);
+        goto fail;
+    }
+    atomic_fetch_add(&calls[TFC_CONV2D_BACKPROP_INPUT], 1);
+    if (!in_c) atomic_fetch_add(&calls[3], 1);
+    goto done;
+fail:
+    TF_OpKernelContext_Failure(ctx, s);
+done:
+    if (plan != NULL) api->plan_release(plan);
+    TF_DeleteTensor(sizes);
+    TF_DeleteTensor(filter);
+    TF_DeleteTensor(dy);
+    TF_DeleteTensor(out);
+    TF_DeleteStatus(s);
+}
+
 static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelConstruction*),
                TF_DataType dtype, char* err, size_t errlen) {
+    int conv = create_fn == create_conv;
     TF_Status* s = TF_NewStatus();
-    TF_KernelBuilder* b = TF_NewKernelBuilder(op, "CPU", create_fn, compute, delete_kernel);
+    TF_KernelBuilder* b = TF_NewKernelBuilder(op, "CPU", create_fn,
+                                              conv ? compute_conv : compute, delete_kernel);
     TF_KernelBuilder_TypeConstraint(b, "T", dtype, s);
     if (TF_GetCode(s) == TF_OK) {
+        if (conv) TF_KernelBuilder_HostMemory(b, "input_sizes");
+        /* the label TF's graph and eager rewrites give the oneDNN ops they make */
+        if (op[0] == '_') TF_KernelBuilder_Label(b, "MklNameChangeOp");
         TF_KernelBuilder_Priority(b, 1);
         TF_RegisterKernelBuilder(name, b, s);
     } else {
@@ -178,9 +325,11 @@ static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelC
     return rc;
 }
 
-/* Register the kernels (once) with the C entry ``capi`` (a TfcApi). 0, or non-zero with a
- * message in err. */
-int tfc_plugin_register(const void* capi, char* err, size_t errlen) {
+/* Register the kernels of ``ops`` (bit k: kernel k, TFC_RESIZE_* or TFC_CONV2D_BACKPROP_INPUT)
+ * not registered yet, with the C entry ``capi`` (a TfcApi); ``onednn``: this TF has the
+ * _MklNativeConv2DBackpropInput op, which TF's oneDNN rewrite makes of a float32 or bfloat16
+ * Conv2DBackpropInput. 0, or non-zero with a message in err. */
+int tfc_plugin_register(const void* capi, int ops, int onednn, char* err, size_t errlen) {
     const TfcApi* a = (const TfcApi*)capi;
     if (a == NULL || a->abi_version != TFC_ABI_VERSION) {
         if (errlen) {
@@ -191,23 +340,35 @@ int tfc_plugin_register(const void* capi, char* err, size_t errlen) {
         return 1;
     }
     api = a;
-    if (registered) return 0;
+    ops &= ~registered;
     static const TF_DataType bilinear[] = {TF_FLOAT, TF_DOUBLE, TF_HALF, TF_BFLOAT16};
     static const TF_DataType nearest[] = {TF_UINT8, TF_INT8, TF_INT32, TF_HALF, TF_FLOAT,
                                           TF_DOUBLE, TF_BFLOAT16};
-    for (size_t i = 0; i < sizeof bilinear / sizeof bilinear[0]; i++)
+    for (size_t i = 0; (ops & 1) && i < sizeof bilinear / sizeof bilinear[0]; i++)
         if (add("ResizeBilinearGrad", "TfcompatResizeBilinearGrad", create_bilinear,
                 bilinear[i], err, errlen))
             return 1;
-    for (size_t i = 0; i < sizeof nearest / sizeof nearest[0]; i++)
+    if (ops & 1) registered |= 1;
+    for (size_t i = 0; (ops & 2) && i < sizeof nearest / sizeof nearest[0]; i++)
         if (add("ResizeNearestNeighborGrad", "TfcompatResizeNearestNeighborGrad", create_nearest,
                 nearest[i], err, errlen))
             return 1;
-    registered = 1;
+    static const TF_DataType conv[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT, TF_DOUBLE};
+    if (ops & 2) registered |= 2;
+    for (size_t i = 0; (ops & 4) && i < sizeof conv / sizeof conv[0]; i++)
+        if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, conv[i],
+                err, errlen))
+            return 1;
+    for (size_t i = 0; (ops & 4) && onednn && i < 2; i++)
+        if (add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
+                create_conv, i ? TF_BFLOAT16 : TF_FLOAT, err, errlen))
+            return 1;
+    if (ops & 4) registered |= 4;
     return 0;
 }
 
-/* How many calls each kernel (TFC_RESIZE_*) has run: what tells a test ours ran. */
+/* How many calls each kernel (TFC_RESIZE_*, TFC_CONV2D_BACKPROP_INPUT) has run, and (3) how
+ * many of the convs ran through tfcompat's Python conv: what tells a test ours ran, and how. */
 long tfc_plugin_calls(int kernel) {
-    return kernel == 0 || kernel == 1 ? atomic_load(&calls[kernel]) : -1;
+    return kernel >= 0 && kernel <= 3 ? atomic_load(&calls[kernel]) : -1;
 }
