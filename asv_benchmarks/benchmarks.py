@@ -127,3 +127,24 @@ class RatioVsTensorFlow:
         return _ratio(self.funcs["tfcompat"], self.funcs["tensorflow"])
 
     track_ratio.unit = "tfcompat/TF"
+
+
+class TrainStepWithPlugin:
+    """A Keras training step with ``tfcompat.tf.enable()`` over the same step with TF's own
+    kernels (asv_benchmarks/train.py's models: each variant measured in its own process, one
+    run; lower is better)."""
+    timeout = 900
+    params = [["a", "b", "c", "d"]]
+    param_names = ["model"]
+    unit = "ratio"
+
+    def setup(self, model):
+        if I.tf_module() is None:
+            raise NotImplementedError("TensorFlow is not installed")
+
+    def track_ratio(self, model):
+        from . import train
+        res = train.measure((model,), runs=1)[model]
+        return res["plugin"][0]["step_ms"] / res["tf"][0]["step_ms"]
+
+    track_ratio.unit = "plugin/TF"

@@ -320,12 +320,18 @@ def plot(rows, path):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:   # Keras steps with and without tfcompat.tf, its own options
+        from asv_benchmarks import train
+        return train.main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", nargs="?", default="all",
                     choices=("resize", "forward", "interp", "conv", "torch", "all"),
                     help="'torch': the PyTorch front (asv_benchmarks/torch_front.py), its own "
-                         "table; 'all' is the other four")
+                         "table; 'all' is the other four; 'train' (its own options: "
+                         "asv_benchmarks/train.py): Keras steps with and without "
+                         "tfcompat.tf")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=WARMUP_S,

@@ -2,7 +2,8 @@
 
 Each call is timed with TF's own kernel, then ``tfcompat.tf.enable()`` runs and the same calls
 are timed again; the results are compared with TF's from before: bit for bit for the resize
-grads, by the conformance metric for Conv2DBackpropInput (C1-C5 of docs/semantics.md §10 in
+grads, by the conformance metric for Conv2DBackpropInput (against TF's float32 result on the
+same values, the harness's oracle, for a half type) (C1-C5 of docs/semantics.md §10 in
 float32, float16 and bfloat16; ``--no-conv`` leaves them out). Enabling cannot be undone in a
 process, hence a command of its own (run it in a fresh process).
 """
@@ -45,9 +46,17 @@ def _conv_calls(tf, rng):
             def call(x=x, wt=wt, dyt=dyt, kw=kw):
                 return tf.raw_ops.Conv2DBackpropInput(input_sizes=list(x), filter=wt,
                                                       out_backprop=dyt, **kw).numpy()
+
+            def oracle(x=x, w=w, dy=dy, kw=kw):
+                # the harness's: TF in float32 on the same values (its float16 kernel sums
+                # in float16)
+                return tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=list(x), filter=w.astype(np.float32),
+                    out_backprop=dy.astype(np.float32), **kw).numpy()
             attrs = functional_attrs(list(x), w, dy, kw["strides"], pad, (), "NHWC",
                                      [1, 1, 1, 1])
-            calls[f"Conv2DBackpropInput {cid} {dt}"] = (call, {"dy": dy, "filter": w}, attrs)
+            calls[f"Conv2DBackpropInput {cid} {dt}"] = (call, {"dy": dy, "filter": w}, attrs,
+                                                        oracle)
     return calls
 
 
@@ -83,9 +92,9 @@ def main():
     calls[name_par] = parallel()
     convs = {} if "--no-conv" in sys.argv else _conv_calls(tf, rng)
     calls.update({k: c[0] for k, c in convs.items()})
-    before = {k: f() for k, f in calls.items()}
+    before = {k: convs[k][3]() if k in convs else f() for k, f in calls.items()}
     tf_ms = {k: _time(f) for k, f in calls.items()}
-    ttf.enable()
+    ttf.enable("all")
     calls[name_par] = parallel()    # a new graph, which picks our kernels
     rows = []
     for k, f in calls.items():
@@ -94,7 +103,7 @@ def main():
         want = before[k]
         row = {"call": k}
         if k in convs:
-            _, inputs, attrs = convs[k]
+            _, inputs, attrs, _ = convs[k]
             scale = metric.magnitude("Conv2DBackpropInput", inputs, attrs)
             row["within_metric"] = bool(metric.compare(got, want, scale, got.dtype).passed)
             row["in_c"] = ttf.enabled()["conv_calls_through_python"] == python0

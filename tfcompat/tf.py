@@ -4,8 +4,9 @@ ResizeNearestNeighborGrad and Conv2DBackpropInput (the gradient of ``conv2d``, a
 forward of ``conv2d_transpose``/``Conv2DTranspose``).
 
 ``enable()`` builds a small kernel library against the installed TF's C kernel API
-(tfcompat/csrc/tf_plugin.c, with ``tf.sysconfig``'s flags and the system C compiler, once per
-TF version, tfcompat version and C ABI, cached under ``$XDG_CACHE_HOME/tfcompat`` or
+(tfcompat/csrc/tf_plugin.c, and tf_pool.cc, which runs our kernels' threads on TF's intra-op
+pool; with ``tf.sysconfig``'s flags and the system C and C++ compilers, once per TF version,
+tfcompat version and C ABI, cached under ``$XDG_CACHE_HOME/tfcompat`` or
 ``~/.cache/tfcompat``), loads it, and registers its kernels at priority 1 on the CPU, above
 TF's own. It clears TF's eager kernel cache, so that ops that already ran eagerly pick ours
 too. Under ``jit_compile=True`` XLA compiles these ops itself and ours do not run (the result
@@ -29,6 +30,15 @@ COVERED = {
                                   "float64"),
     "Conv2DBackpropInput": ("float16", "bfloat16", "float32", "float64"),
 }
+# What enable() takes without ``ops``: every dtype of the resize grads (2-9x TF's kernels,
+# TF's bits), and the conv where TF's CPU kernel is Eigen's (float16: 6-12x; float64), not
+# where it is oneDNN's (float32 at parity, bfloat16 slower on a CPU that multiplies bfloat16
+# natively; docs/performance.md#inside-tensorflow): those two only when named.
+DEFAULT = {
+    "ResizeBilinearGrad": COVERED["ResizeBilinearGrad"],
+    "ResizeNearestNeighborGrad": COVERED["ResizeNearestNeighborGrad"],
+    "Conv2DBackpropInput": ("float16", "float64"),
+}
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "tf_plugin.c")
 _lock = threading.Lock()
 _state = None
@@ -49,83 +59,114 @@ def cache_dir():
     return os.path.join(base, "tfcompat", "tf-plugin")
 
 
-def _compiler():
-    cc = os.environ.get("CC", "cc").split()
-    if shutil.which(cc[0]) is None:
-        raise RuntimeError(f"tfcompat.tf.enable() builds its kernel library with a C compiler "
-                           f"and found none ({cc[0]!r}: set CC or install gcc)")
-    return cc
+def _compiler(variable, default):
+    cmd = os.environ.get(variable, default).split()
+    if shutil.which(cmd[0]) is None:
+        raise RuntimeError(f"tfcompat.tf.enable() builds its kernel library with a C and a C++ "
+                           f"compiler and found no {cmd[0]!r} (set {variable} or install "
+                           "gcc and g++)")
+    return cmd
+
+
+def _run_tool(cmd):
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError("tfcompat.tf.enable(): building the kernel library failed:\n"
+                           + " ".join(cmd) + "\n" + run.stderr[-4000:])
 
 
 def _build(tf):
-    """The path of the kernel library for this TF, built if not cached."""
+    """The path of the kernel library for this TF, built if not cached: tf_plugin.c (TF's C
+    kernel API) and tf_pool.cc (TF's intra-op pool, through its C++ headers)."""
     from . import __version__
     csrc = os.path.dirname(_SOURCE)
-    flags = [f for f in tf.sysconfig.get_compile_flags() if not f.startswith("--std")]
+    pool_source = os.path.join(csrc, "tf_pool.cc")
+    flags = tf.sysconfig.get_compile_flags()
+    c_flags = [f for f in flags if not f.startswith("--std")]
     link = tf.sysconfig.get_link_flags()
     libdir = [f[2:] for f in link if f.startswith("-L")]
-    with open(_SOURCE, "rb") as f:
-        source = f.read()
-    with open(os.path.join(csrc, "capi.h"), "rb") as f:
-        header = f.read()
-    key = hashlib.sha256(b"\0".join([tf.__version__.encode(), __version__.encode(), source,
-                                     header, " ".join(flags + link).encode()])).hexdigest()[:16]
+    parts = []
+    for path in (_SOURCE, os.path.join(csrc, "capi.h"), pool_source):
+        with open(path, "rb") as f:
+            parts.append(f.read())
+    key = hashlib.sha256(b"\0".join([tf.__version__.encode(), __version__.encode(), *parts,
+                                     " ".join(flags + link).encode()])).hexdigest()[:16]
     target_dir = os.path.join(cache_dir(), f"tf{tf.__version__}-tfcompat{__version__}-{key}")
     target = os.path.join(target_dir, "libtfcompat_tf.so")
     if os.path.exists(target):
         return target
-    cc = _compiler()
+    cc, cxx = _compiler("CC", "cc"), _compiler("CXX", "c++")
     os.makedirs(target_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target_dir)
-    os.close(fd)
-    cmd = (cc + ["-shared", "-fPIC", "-O2", "-std=c11", "-I", csrc] + flags + [_SOURCE, "-o", tmp]
-           + link + [f"-Wl,-rpath,{d}" for d in libdir])
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        os.unlink(tmp)
-        raise RuntimeError("tfcompat.tf.enable(): building the kernel library failed:\n"
-                           + " ".join(cmd) + "\n" + run.stderr[-4000:])
-    os.replace(tmp, target)    # atomic: another process may build the same library
+    with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
+        c_obj, cc_obj = os.path.join(tmp, "plugin.o"), os.path.join(tmp, "pool.o")
+        out = os.path.join(tmp, "libtfcompat_tf.so")
+        _run_tool(cc + ["-c", "-fPIC", "-O2", "-std=c11", "-I", csrc] + c_flags
+                  + [_SOURCE, "-o", c_obj])
+        _run_tool(cxx + ["-c", "-fPIC", "-O2"] + flags + [pool_source, "-o", cc_obj])
+        _run_tool(cxx + ["-shared", c_obj, cc_obj, "-o", out] + link
+                  + [f"-Wl,-rpath,{d}" for d in libdir])
+        os.replace(out, target)    # atomic: another process may build the same library
     return target
+
+
+def _wanted(ops):
+    """{(op, dtype)} that ``ops`` names: None (DEFAULT), "all" (COVERED), or names of ops
+    (every dtype) and "op:dtype"."""
+    if ops is None:
+        return {(op, d) for op, ds in DEFAULT.items() for d in ds}
+    if ops == "all":
+        return {(op, d) for op, ds in COVERED.items() for d in ds}
+    names = (ops,) if isinstance(ops, str) else tuple(ops)
+    out = set()
+    for name in names:
+        op, _, dtype = str(name).partition(":")
+        if op not in COVERED or (dtype and dtype not in COVERED[op]):
+            raise ValueError(f"ops: got {name!r}; expected 'all', an op of {list(COVERED)} or "
+                             "'op:dtype' with one of its dtypes (tfcompat.tf.COVERED)")
+        out |= {(op, dtype)} if dtype else {(op, d) for d in COVERED[op]}
+    if not out:
+        raise ValueError(f"ops: got {list(names)}; expected at least one op")
+    return out
 
 
 def enable(ops=None):
     """Build (first use) and load tfcompat's TF kernel library and register its kernels for
-    ``ops`` (names of :data:`COVERED`; None: all of them); returns :func:`enabled`'s
-    description. Idempotent and safe from several threads; a later call may add ops, never
-    take one back (TF keeps a kernel for the process's life). Call it before building models;
-    it clears TF's eager kernel cache for the ops that already ran."""
+    ``ops``: None (:data:`DEFAULT`), "all" (:data:`COVERED`), or a list of op names (all
+    their dtypes) and "op:dtype" strings, e.g. ``["ResizeBilinearGrad",
+    "Conv2DBackpropInput:float32"]``. Returns :func:`enabled`'s description. Idempotent and
+    safe from several threads; a later call may add kernels, never take one back (TF keeps a
+    kernel for the process's life). Call it before building models; it clears TF's eager
+    kernel cache for the ops that already ran."""
     global _state
-    names = tuple(COVERED) if ops is None else (ops,) if isinstance(ops, str) else tuple(ops)
-    unknown = [n for n in names if n not in COVERED]
-    if unknown or not names:
-        raise ValueError(f"ops: got {list(names)}; expected names among {list(COVERED)}")
+    wanted = _wanted(ops)
     with _lock:
-        if _state is not None and set(names) <= _state["ops"]:
+        if _state is not None and wanted <= _state["kernels"]:
             return enabled()
         tf = _tensorflow()
         if _state is None:
             path = _build(tf)
             lib = ctypes.CDLL(path)
             lib.tfc_plugin_register.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                                ctypes.c_char_p, ctypes.c_size_t]
+                                                ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
             lib.tfc_plugin_calls.argtypes = [ctypes.c_int]
             lib.tfc_plugin_calls.restype = ctypes.c_long
-        else:
-            path, lib = _state["library"], _state["lib"]
+            _state = {"library": path, "lib": lib, "kernels": set()}
+        lib = _state["lib"]
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
         api = get(_capi.capsule(), b"tfcompat.C_API")
         err = ctypes.create_string_buffer(1024)
         from tensorflow.python.framework import op_def_registry
         onednn = op_def_registry.get("_MklNativeConv2DBackpropInput") is not None
-        mask = sum(1 << list(COVERED).index(n) for n in set(names))
-        if lib.tfc_plugin_register(api, mask, int(onednn), err, len(err)) != 0:
-            raise RuntimeError(f"tfcompat.tf.enable(): {err.value.decode(errors='replace')}")
+        for op, dtype in sorted(wanted - _state["kernels"]):
+            code = tf.as_dtype(dtype).as_datatype_enum
+            if lib.tfc_plugin_register(api, list(COVERED).index(op), code, int(onednn), err,
+                                       len(err)) != 0:
+                raise RuntimeError("tfcompat.tf.enable(): "
+                                   + err.value.decode(errors="replace"))
+            _state["kernels"].add((op, dtype))
         from tensorflow.python.eager import context
         context.context().clear_kernel_cache()
-        done = set(names) | (_state["ops"] if _state else set())
-        _state = {"library": path, "lib": lib, "ops": done}
         return enabled()
 
 
@@ -137,7 +178,9 @@ def enabled():
     if _state is None:
         return None
     lib = _state["lib"]
-    return {"ops": {op: d for op, d in COVERED.items() if op in _state["ops"]},
+    kernels = _state["kernels"]
+    return {"ops": {op: tuple(d for d in ds if (op, d) in kernels)
+                    for op, ds in COVERED.items() if any((op, d) in kernels for d in ds)},
             "library": _state["library"],
             "calls": {"ResizeBilinearGrad": lib.tfc_plugin_calls(0),
                       "ResizeNearestNeighborGrad": lib.tfc_plugin_calls(1),

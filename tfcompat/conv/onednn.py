@@ -87,7 +87,9 @@ def run_matmul(p, m, nthreads, dy, params):
         _memory.check_peak(p.dx_bytes + p.layout_bytes() + 4 * values, "inputShape",
                            "dx, its layout's copies and float32 copies of dy, filter and dx")
         dy, filt = to_float32(dy, nthreads), to_float32(filt, nthreads)
-    dx = matmul(dy, filt, p.N * p.H * p.W, p.OC, p.C, nthreads)
+    m_rows = p.N * p.H * p.W
+    dx = matmul(dy, filt, m_rows, p.OC, p.C, nthreads,
+                None if widened else p.dx_buffer((m_rows, p.C), p.dtype))
     dx = round_to(dx, p.dtype, nthreads) if widened else dx
     return dx.reshape(p.N, p.H, p.W, p.C)
 
@@ -185,16 +187,17 @@ def _dnnl_type(dtype):
     return {F32: _dnnl.F32, ck.BFLOAT16: _dnnl.BF16, F16: _dnnl.F16}[np.dtype(dtype)]
 
 
-def matmul(dy, filt, m, k, n, nthreads):
+def matmul(dy, filt, m, k, n, nthreads, dx=None):
     """A 1x1, stride-1, unpadded conv: dx [m, n] = dy [m, k] @ filt [n, k]^T by one oneDNN
     matmul in dy's type (float32 accumulation; a half type's dx rounded once) on ``nthreads``
     threads (docs/performance.md#onednn-matmul). The matmul reads the filter [C, OC] as its
-    transposed b: a transposed copy of a large filter took longer than the matmul."""
+    transposed b: a transposed copy of a large filter took longer than the matmul. ``dx``: the
+    [m, n] array to write (None: a new one)."""
     from .. import _dnnl as D
     L = D.library()
     t = _dnnl_type(dy.dtype)
     mm = D.matmul(m, k, n, t, t, nthreads, b_transposed=True)
-    dx = _memory.empty((m, n), dy.dtype)
+    dx = _memory.empty((m, n), dy.dtype) if dx is None else dx
     with L.lock:
         mems = [L.memory(md.value, D.ptr(a)) for md, a in zip(mm.mds, (dy, filt, dx))]
         try:

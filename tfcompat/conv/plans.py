@@ -44,6 +44,6 @@ def run(plan, p, dy, nt, w2=None):
                        f"dx, its layout's copies and {scratch / 2**30:.2f} GiB of the "
                        "kernel's scratch and filter")
     work = _memory.empty(n_work, ct) if n_work else None
-    dx = _memory.empty((p.N, p.H, p.W, p.C), p.dtype)
+    dx = p.dx_buffer((p.N, p.H, p.W, p.C), p.dtype)
     plan.run(dy, np.empty(0, ct) if w2 is None else w2, dx, nt, work)
     return dx

@@ -37,6 +37,16 @@ class ConvProblem:
     pad_right: int
     # NCHW: the kernels' NHWC dx transposed in its own buffer (run.py decides, by memory)
     nchw_in_place: bool = False
+    # NHWC: a C-contiguous array of dx's size and dtype the kernels write dx into, instead of
+    # a new one (the C entry's caller's buffer, tfcompat/_capi.py); None: a new array
+    out: np.ndarray = None
+
+    def dx_buffer(self, shape, dtype):
+        """Where a strategy writes dx (``shape``, ``dtype``): ``out`` (NHWC, the same dtype),
+        reshaped, or a new array."""
+        if self.out is not None and self.channels_last and np.dtype(dtype) == self.dtype:
+            return self.out.reshape(shape)
+        return _memory.empty(shape, dtype)
 
     @property
     def out_shape(self):

@@ -101,6 +101,12 @@ typedef struct {
                     int num_threads, char* err, size_t errlen);
     /* the output's dims (dx: the plan's input_sizes as 4 dims); returns the rank */
     int (*plan_out_dims)(const TfcPlan* plan, int64_t* dims);
+    /* Run the parallel shares of this thread's calls on the caller's pool (TF's intra-op
+     * pool) instead of tfcompat's team: run(pool, fn, ctx, n) calls fn(ctx, s, n) for every
+     * s in [0, n), in any order and on any threads, and returns when all have returned.
+     * run NULL: the team again. Per calling thread. */
+    void (*set_thread_pool)(void (*run)(void* pool, void (*fn)(void* ctx, int s, int n),
+                                        void* ctx, int n), void* pool);
 } TfcApi;
 
 #endif

@@ -57,6 +57,7 @@ cdef extern from "capi.h":
         int (*conv_run)(TfcPlan*, const void*, const void*, void*, int, char*,
                         size_t) noexcept nogil
         int (*plan_out_dims)(const TfcPlan*, int64_t*) noexcept nogil
+        void (*set_thread_pool)(tfc_pool_run_fn, void*) noexcept nogil
 
 cdef extern from *:
     """

@@ -342,6 +342,7 @@ def c_api_capsule():
     _API.conv_plan = _capi_conv_plan
     _API.conv_run = _capi_conv_run
     _API.plan_out_dims = _capi_out_dims
+    _API.set_thread_pool = tfc_set_thread_pool
     return PyCapsule_New(<void*>&_API, b"tfcompat.C_API", NULL)
 
 

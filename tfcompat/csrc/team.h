@@ -166,12 +166,29 @@ static void tfc_team_grow(TfcTeam *t, int want) {
     }
 }
 
-/* fn(ctx, s, nshares) for every share s (nshares at most TFC_TEAM_MAX + 1), on the team
- * where it is free (else all on the calling thread, in order); returns when all have
- * finished. */
+/* Another framework's pool, set for the calls of one thread (the C entry's set_thread_pool:
+ * TF's kernels run ours on TF's intra-op pool, beside TF's own kernels, instead of a second
+ * set of threads competing with it for the cores): run(pool, fn, ctx, n) calls fn(ctx, s, n)
+ * for every share s and returns when all have returned. */
+typedef void (*tfc_pool_run_fn)(void *pool, tfc_share_fn fn, void *ctx, int nshares);
+static __thread tfc_pool_run_fn tfc_pool_run = NULL;
+static __thread void *tfc_pool = NULL;
+
+static void tfc_set_thread_pool(tfc_pool_run_fn run, void *pool) {
+    tfc_pool_run = run;
+    tfc_pool = pool;
+}
+
+/* fn(ctx, s, nshares) for every share s (nshares at most TFC_TEAM_MAX + 1), on this thread's
+ * pool where one is set, else on the team where it is free (else all on the calling thread,
+ * in order); returns when all have finished. */
 static void tfc_parallel(tfc_share_fn fn, void *ctx, int nshares) {
     TfcTeam *t = &tfc_team;
     int s;
+    if (nshares > 1 && tfc_pool_run != NULL) {
+        tfc_pool_run(tfc_pool, fn, ctx, nshares);
+        return;
+    }
     if (nshares <= 1 || pthread_mutex_trylock(&t->busy) != 0) {
         for (s = 0; s < nshares; s++) fn(ctx, s, nshares);
         return;

@@ -11,7 +11,8 @@
  * plan of that signature through tfcompat's C entry (csrc/capi.h: a cache lookup, or once per
  * signature the policy layer under the GIL, whose ValueError/TypeError message becomes TF's
  * InvalidArgument), asks TF for the output and runs the plan on the tensors' memory with no
- * GIL. Nothing here validates beyond what a signature needs to be read safely.
+ * GIL, its shares on TF's intra-op pool (tf_pool.cc). Nothing here validates beyond what a
+ * signature needs to be read safely.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,6 +26,10 @@
 
 #include "capi.h"
 
+/* tf_pool.cc: TF's intra-op pool of the kernel's device, and running shares on it */
+void* tfc_tf_pool(TF_OpKernelContext* ctx, int* threads);
+void tfc_tf_pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n);
+
 /* below this many output values a call runs on TF's calling thread: a share would take less
  * than waking a sleeping worker of the kernels' team (about 5 us on 2 cores) */
 #define TFC_SERIAL_VALUES (1 << 15)
@@ -35,7 +40,18 @@
 static const TfcApi* api = NULL;
 /* each kernel's calls, then the convs run through tfcompat's Python conv */
 static atomic_long calls[4];
-static int registered = 0;     /* bit k: kernel k's ops are registered */
+
+/* The shares a call of this much work is split into: 1 (run on TF's calling thread) below
+ * ``serial``, else one per thread of TF's intra-op pool, which runs them with the calling
+ * thread (tf_pool.cc: a share the busy pool has not reached runs on the caller). Four shares
+ * per thread were no faster inside Keras steps (docs/performance.md#inside-tensorflow). */
+static int use_pool(TF_OpKernelContext* ctx, int64_t work, int64_t serial) {
+    int threads = 0;
+    void* pool = work < serial ? NULL : tfc_tf_pool(ctx, &threads);
+    if (pool == NULL || threads < 2) return 1;
+    api->set_thread_pool(tfc_tf_pool_run, pool);
+    return threads;
+}
 
 typedef struct {
     int kernel;
@@ -138,7 +154,8 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
         TF_SetStatus(s, TF_INVALID_ARGUMENT, "tfcompat: a dtype this kernel was not registered for");
         goto fail;
     }
-    if (api->resample_plan(&sig, &plan, err, sizeof err) != 0) {
+    int rc = api->resample_plan(&sig, &plan, err, sizeof err);
+    if (rc != 0) {
         TF_SetStatus(s, TF_INVALID_ARGUMENT, err);
         goto fail;
     }
@@ -148,9 +165,11 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
     if (TF_GetCode(s) != TF_OK) goto fail;
     int64_t values = sig.image_dims[0] * sig.image_dims[1] * sig.image_dims[2] *
                      sig.image_dims[3];
-    int threads = values < TFC_SERIAL_VALUES ? 1 : api->num_threads();
-    if (api->resample_run(plan, TF_TensorData(dy), TF_TensorData(out), threads, err,
-                          sizeof err) != 0) {
+    int threads = use_pool(ctx, values, TFC_SERIAL_VALUES);
+    rc = api->resample_run(plan, TF_TensorData(dy), TF_TensorData(out), threads, err,
+                           sizeof err);
+    api->set_thread_pool(NULL, NULL);
+    if (rc != 0) {
         TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, err);
         goto fail;
     }
@@ -278,9 +297,10 @@ static void compute_conv(void* kp, TF_OpKernelContext* ctx) {
     /* the policy layer proved the shapes: dy's values times the filter's taps and channels */
     int64_t products = TF_TensorElementCount(dy) * sig.filter_dims[0] * sig.filter_dims[1] *
                        sig.filter_dims[2];
-    int threads = products < TFC_SERIAL_PRODUCTS ? 1 : api->num_threads();
+    int threads = use_pool(ctx, products, TFC_SERIAL_PRODUCTS);
     rc = api->conv_run(plan, TF_TensorData(dy), TF_TensorData(filter), TF_TensorData(out),
                        threads, err, sizeof err);
+    api->set_thread_pool(NULL, NULL);
     if (rc != 0) {
         TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : rc == 3 ? TF_UNAVAILABLE
                                                                  : TF_INTERNAL, err);
@@ -325,12 +345,15 @@ static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelC
     return rc;
 }
 
-/* Register the kernels of ``ops`` (bit k: kernel k, TFC_RESIZE_* or TFC_CONV2D_BACKPROP_INPUT)
- * not registered yet, with the C entry ``capi`` (a TfcApi); ``onednn``: this TF has the
- * _MklNativeConv2DBackpropInput op, which TF's oneDNN rewrite makes of a float32 or bfloat16
- * Conv2DBackpropInput. 0, or non-zero with a message in err. */
-int tfc_plugin_register(const void* capi, int ops, int onednn, char* err, size_t errlen) {
+/* Register kernel ``kernel`` (TFC_RESIZE_* or TFC_CONV2D_BACKPROP_INPUT) for dtype ``dtype`` (a
+ * TF_DataType its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi);
+ * ``onednn``: this TF has the _MklNativeConv2DBackpropInput op, which TF's oneDNN rewrite
+ * makes of a float32 or bfloat16 Conv2DBackpropInput. Once per kernel and dtype (the caller
+ * keeps count). 0, or non-zero with a message in err. */
+int tfc_plugin_register(const void* capi, int kernel, int dtype, int onednn, char* err,
+                        size_t errlen) {
     const TfcApi* a = (const TfcApi*)capi;
+    TF_DataType t = (TF_DataType)dtype;
     if (a == NULL || a->abi_version != TFC_ABI_VERSION) {
         if (errlen) {
             strncpy(err, "tfcompat: the kernel extension's C entry has another ABI version",
@@ -340,30 +363,17 @@ int tfc_plugin_register(const void* capi, int ops, int onednn, char* err, size_t
         return 1;
     }
     api = a;
-    ops &= ~registered;
-    static const TF_DataType bilinear[] = {TF_FLOAT, TF_DOUBLE, TF_HALF, TF_BFLOAT16};
-    static const TF_DataType nearest[] = {TF_UINT8, TF_INT8, TF_INT32, TF_HALF, TF_FLOAT,
-                                          TF_DOUBLE, TF_BFLOAT16};
-    for (size_t i = 0; (ops & 1) && i < sizeof bilinear / sizeof bilinear[0]; i++)
-        if (add("ResizeBilinearGrad", "TfcompatResizeBilinearGrad", create_bilinear,
-                bilinear[i], err, errlen))
-            return 1;
-    if (ops & 1) registered |= 1;
-    for (size_t i = 0; (ops & 2) && i < sizeof nearest / sizeof nearest[0]; i++)
-        if (add("ResizeNearestNeighborGrad", "TfcompatResizeNearestNeighborGrad", create_nearest,
-                nearest[i], err, errlen))
-            return 1;
-    static const TF_DataType conv[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT, TF_DOUBLE};
-    if (ops & 2) registered |= 2;
-    for (size_t i = 0; (ops & 4) && i < sizeof conv / sizeof conv[0]; i++)
-        if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, conv[i],
-                err, errlen))
-            return 1;
-    for (size_t i = 0; (ops & 4) && onednn && i < 2; i++)
-        if (add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
-                create_conv, i ? TF_BFLOAT16 : TF_FLOAT, err, errlen))
-            return 1;
-    if (ops & 4) registered |= 4;
+    if (kernel == TFC_RESIZE_BILINEAR_GRAD)
+        return add("ResizeBilinearGrad", "TfcompatResizeBilinearGrad", create_bilinear, t, err,
+                   errlen);
+    if (kernel == TFC_RESIZE_NEAREST_NEIGHBOR_GRAD)
+        return add("ResizeNearestNeighborGrad", "TfcompatResizeNearestNeighborGrad",
+                   create_nearest, t, err, errlen);
+    if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, t, err, errlen))
+        return 1;
+    if (onednn && (t == TF_FLOAT || t == TF_BFLOAT16))
+        return add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
+                   create_conv, t, err, errlen);
     return 0;
 }
 
