@@ -2,17 +2,17 @@
  *
  * Built on first use against the installed TF's C kernel API (tensorflow/c/kernels.h) and
  * loaded with ctypes; tfc_plugin_register then registers, at priority 1 on the CPU (above TF's
- * own kernels, at 0), ResizeBilinearGrad and ResizeNearestNeighborGrad for every dtype their op
- * definitions allow, and Conv2DBackpropInput for float16, bfloat16, float32 and float64 (TF's
- * int32 stays TF's). With TF's oneDNN optimizations on (x86's default), TF rewrites a float32
- * or bfloat16 Conv2DBackpropInput into _MklNativeConv2DBackpropInput before it looks for a
- * kernel, in eager mode and in graphs; ours is registered for that op too, under the label
- * TF's oneDNN kernels carry. Each call reads its inputs' shapes and dtypes into a signature, gets the
- * plan of that signature through tfcompat's C entry (csrc/capi.h: a cache lookup, or once per
- * signature the policy layer under the GIL, whose ValueError/TypeError message becomes TF's
- * InvalidArgument), asks TF for the output and runs the plan on the tensors' memory with no
- * GIL, its shares on TF's intra-op pool (tf_pool.cc). Nothing here validates beyond what a
- * signature needs to be read safely.
+ * own kernels, at 0), one kernel and dtype at a time: ResizeBilinearGrad and
+ * ResizeNearestNeighborGrad in any dtype their op definitions allow, Conv2DBackpropInput in
+ * float16, bfloat16, float32 and float64 (TF's int32 stays TF's). With TF's oneDNN
+ * optimizations on (x86's default), TF rewrites a float32 or bfloat16 Conv2DBackpropInput into
+ * _MklNativeConv2DBackpropInput before it looks for a kernel, in eager mode and in graphs; ours
+ * is registered for that op too, under the label TF's oneDNN kernels carry. Each call reads its
+ * inputs' shapes and dtypes into a signature, gets the plan of that signature through
+ * tfcompat's C entry (csrc/capi.h: a cache lookup, or once per signature the policy layer
+ * under the GIL, whose ValueError/TypeError message becomes TF's InvalidArgument), asks TF for
+ * the output and runs the plan on the tensors' memory, its shares on TF's intra-op pool
+ * (tf_pool.cc). Nothing here validates beyond what a signature needs to be read safely.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -151,7 +151,8 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
             sig.image_dims[n + 1] = sig.dy_dims[sig.dy_rank - 1];
     }
     if (sig.dy_dtype < 0 || sig.out_dtype < 0) {
-        TF_SetStatus(s, TF_INVALID_ARGUMENT, "tfcompat: a dtype this kernel was not registered for");
+        TF_SetStatus(s, TF_INVALID_ARGUMENT,
+                     "tfcompat: a dtype this kernel was not registered for");
         goto fail;
     }
     int rc = api->resample_plan(&sig, &plan, err, sizeof err);
@@ -266,7 +267,8 @@ static void compute_conv(void* kp, TF_OpKernelContext* ctx) {
     TF_DataType type = TF_TensorType(dy);
     sig.dtype = tfc_dtype(type);
     if (sig.dtype < 0 || TF_TensorType(filter) != type || TF_TensorType(sizes) != TF_INT32) {
-        TF_SetStatus(s, TF_INVALID_ARGUMENT, "tfcompat: a dtype this kernel was not registered for");
+        TF_SetStatus(s, TF_INVALID_ARGUMENT,
+                     "tfcompat: a dtype this kernel was not registered for");
         goto fail;
     }
     read_dims(dy, &sig.dy_rank, sig.dy_dims);
