@@ -6,6 +6,10 @@ grads, by the conformance metric for Conv2DBackpropInput (against TF's float32 r
 same values, the harness's oracle, for a half type) (C1-C5 of docs/semantics.md §10 in
 float32, float16 and bfloat16; ``--no-conv`` leaves them out). Enabling cannot be undone in a
 process, hence a command of its own (run it in a fresh process).
+
+``--latency [--hog]``: instead, the median and 90th percentile of single calls (a tiny and a
+medium resize grad eagerly, eight medium ones in one ``tf.function``), TF's then ours; with
+``--hog``, one busy process per CPU beside it (asv_benchmarks/threads.py's).
 """
 import json
 import os
@@ -60,8 +64,60 @@ def _conv_calls(tf, rng):
     return calls
 
 
+def latency(hog):
+    """{call: {"tf": (median us, p90 us), "ours": (...)}} of single calls."""
+    import multiprocessing
+    import tensorflow as tf
+    import tfcompat.tf as ttf
+    from asv_benchmarks.threads import _hog, _timed
+    rng = np.random.default_rng(0)
+    tiny = tf.constant(rng.standard_normal((1, 16, 16, 8)).astype(np.float32))
+    tiny_im = tf.constant(np.zeros((1, 8, 8, 8), np.float32))
+    gs = [tf.constant(rng.standard_normal((2, 64, 64, 16)).astype(np.float32)) for _ in range(8)]
+    im = tf.constant(np.zeros((2, 32, 32, 16), np.float32))
+
+    def calls():
+        par = tf.function(lambda: [tf.raw_ops.ResizeBilinearGrad(grads=x, original_image=im)
+                                   for x in gs])
+        return {
+            "ResizeBilinearGrad [1,16,16,8], eager": (lambda: tf.raw_ops.ResizeBilinearGrad(
+                grads=tiny, original_image=tiny_im).numpy(), 1000),
+            "ResizeBilinearGrad [2,64,64,16], eager": (lambda: tf.raw_ops.ResizeBilinearGrad(
+                grads=gs[0], original_image=im).numpy(), 500),
+            "8 ResizeBilinearGrad [2,64,64,16] in one tf.function": (
+                lambda: [t.numpy() for t in par()], 200),
+        }
+    hogs = []
+    if hog:
+        ctx = multiprocessing.get_context("spawn")
+        hogs = [ctx.Process(target=_hog, daemon=True) for _ in range(os.cpu_count() or 1)]
+        for h in hogs:
+            h.start()
+    out = {}
+    try:
+        for variant in ("tf", "ours"):
+            if variant == "ours":
+                ttf.enable()
+            for k, (f, n) in calls().items():
+                for _ in range(20):
+                    f()
+                out.setdefault(k, {})[variant] = _timed(f, n)
+    finally:
+        for h in hogs:
+            h.terminate()
+    return out
+
+
 def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if "--latency" in sys.argv:
+        hog = "--hog" in sys.argv
+        res = latency(hog)
+        print("median / p90 us" + (", one busy process per CPU beside" if hog else ""))
+        for k, v in res.items():
+            print(f"{k}: TF's {v['tf'][0]:.1f} / {v['tf'][1]:.1f}, ours {v['ours'][0]:.1f} / "
+                  f"{v['ours'][1]:.1f}")
+        return 0
     import tensorflow as tf
     import tfcompat.tf as ttf
     from conformance import metric
