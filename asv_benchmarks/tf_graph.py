@@ -6,66 +6,47 @@ keeps one value of each, and the same graph without the conv is timed and subtra
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 
-def _time(f, n):
-    runs = []
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(n):
-            f()
-        runs.append((time.perf_counter() - t) / n * 1e3)
-    return float(np.median(runs))
-
-
 def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import ml_dtypes
     import tensorflow as tf
     import tfcompat
-    from asv_benchmarks.shapes import CONV, conv_out
+    from asv_benchmarks.tf_plugin import _time, conv_inputs
     rng = np.random.default_rng(0)
     print("| workload | dtype | TF eager ms | TF in tf.function ms | ours ms | eager/graph |")
     print("|---|---|---|---|---|---|")
-    for dt in ("float32", "bfloat16"):
-        npdt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.dtype(dt)
-        for cid, (x, ws, st, pad) in CONV.items():
-            w = rng.standard_normal(ws).astype(npdt)
-            dy = rng.standard_normal(conv_out(x, ws, st, pad)).astype(npdt)
-            wt, dyt = tf.constant(w), tf.constant(dy)
-            kw = dict(strides=[1, st, st, 1], padding=pad)
+    for cid, dt, x, w, dy, wt, dyt, kw in conv_inputs(tf, rng, ("float32", "bfloat16")):
+        def eager(x=x, wt=wt, dyt=dyt, kw=kw):
+            return tf.raw_ops.Conv2DBackpropInput(input_sizes=list(x), filter=wt,
+                                                  out_backprop=dyt, **kw).numpy()
 
-            def eager(x=x, wt=wt, dyt=dyt, kw=kw):
-                return tf.raw_ops.Conv2DBackpropInput(input_sizes=list(x), filter=wt,
-                                                      out_backprop=dyt, **kw).numpy()
+        @tf.function
+        def convs(x=x, wt=wt, dyt=dyt, kw=kw):
+            return tf.stack([tf.raw_ops.Conv2DBackpropInput(
+                input_sizes=list(x), filter=wt, out_backprop=dyt * (1 + i), **kw)[0, 0, 0, 0]
+                for i in range(4)])
 
-            @tf.function
-            def convs(x=x, wt=wt, dyt=dyt, kw=kw):
-                return tf.stack([tf.raw_ops.Conv2DBackpropInput(
-                    input_sizes=list(x), filter=wt, out_backprop=dyt * (1 + i), **kw)[0, 0, 0, 0]
-                    for i in range(4)])
+        @tf.function
+        def scaled(dyt=dyt):
+            return tf.stack([(dyt * (1 + i))[0, 0, 0, 0] for i in range(4)])
 
-            @tf.function
-            def scaled(dyt=dyt):
-                return tf.stack([(dyt * (1 + i))[0, 0, 0, 0] for i in range(4)])
-
-            def ours(x=x, w=w, dy=dy, kw=kw):
-                return tfcompat.conv2d_backprop_input(list(x), w, dy, **kw)
-            calls = {"eager": (eager, 2), "graph": (lambda: convs().numpy(), 1),
-                     "scaled": (lambda: scaled().numpy(), 1), "ours": (ours, 2)}
-            for f, _ in calls.values():
-                f()
-            res = {k: [] for k in calls}
-            for _ in range(3):
-                for k, (f, n) in calls.items():
-                    res[k].append(_time(f, n) / (4 if k in ("graph", "scaled") else 1))
-            med = {k: float(np.median(v)) for k, v in res.items()}
-            graph = med["graph"] - med["scaled"]
-            print(f"| {cid} | {dt} | {med['eager']:.2f} | {graph:.2f} | {med['ours']:.2f} | "
-                  f"{med['eager'] / graph:.2f} |", flush=True)
+        def ours(x=x, w=w, dy=dy, kw=kw):
+            return tfcompat.conv2d_backprop_input(list(x), w, dy, **kw)
+        calls = {"eager": (eager, 2), "graph": (lambda: convs().numpy(), 1),
+                 "scaled": (lambda: scaled().numpy(), 1), "ours": (ours, 2)}
+        for f, _ in calls.values():
+            f()
+        res = {k: [] for k in calls}
+        for _ in range(3):
+            for k, (f, n) in calls.items():
+                res[k].append(_time(f, n) / (4 if k in ("graph", "scaled") else 1))
+        med = {k: float(np.median(v)) for k, v in res.items()}
+        graph = med["graph"] - med["scaled"]
+        print(f"| {cid} | {dt} | {med['eager']:.2f} | {graph:.2f} | {med['ours']:.2f} | "
+              f"{med['eager'] / graph:.2f} |", flush=True)
     return 0
 
 

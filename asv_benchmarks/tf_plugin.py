@@ -33,35 +33,49 @@ def _time(f, n=None, rep=5):
     return float(np.median(runs))
 
 
-def _conv_calls(tf, rng):
-    """C1-C5's Conv2DBackpropInput in three dtypes: {name: (call, inputs, attrs)}."""
+def conv_inputs(tf, rng, dtypes):
+    """C1-C5 of docs/semantics.md §10 in ``dtypes``: (workload, dtype, x shape, filter, dy,
+    their TF constants, the op's strides and padding) each."""
     import ml_dtypes
     from asv_benchmarks.shapes import CONV, conv_out
-    from tfcompat.conv.problem import functional_attrs
-    calls = {}
-    for dt in ("float32", "float16", "bfloat16"):
+    for dt in dtypes:
         npdt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.dtype(dt)
         for cid, (x, w_shape, st, pad) in CONV.items():
             w = rng.standard_normal(w_shape).astype(npdt)
             dy = rng.standard_normal(conv_out(x, w_shape, st, pad)).astype(npdt)
-            wt, dyt = tf.constant(w), tf.constant(dy)
-            kw = dict(strides=[1, st, st, 1], padding=pad)
+            yield (cid, dt, x, w, dy, tf.constant(w), tf.constant(dy),
+                   dict(strides=[1, st, st, 1], padding=pad))
 
-            def call(x=x, wt=wt, dyt=dyt, kw=kw):
-                return tf.raw_ops.Conv2DBackpropInput(input_sizes=list(x), filter=wt,
-                                                      out_backprop=dyt, **kw).numpy()
 
-            def oracle(x=x, w=w, dy=dy, kw=kw):
-                # the harness's: TF in float32 on the same values (its float16 kernel sums
-                # in float16)
-                return tf.raw_ops.Conv2DBackpropInput(
-                    input_sizes=list(x), filter=w.astype(np.float32),
-                    out_backprop=dy.astype(np.float32), **kw).numpy()
-            attrs = functional_attrs(list(x), w, dy, kw["strides"], pad, (), "NHWC",
-                                     [1, 1, 1, 1])
-            calls[f"Conv2DBackpropInput {cid} {dt}"] = (call, {"dy": dy, "filter": w}, attrs,
-                                                        oracle)
+def _conv_calls(tf, rng):
+    """C1-C5's Conv2DBackpropInput in three dtypes: {name: (call, inputs, attrs, oracle)}."""
+    from tfcompat.conv.problem import functional_attrs
+    calls = {}
+    for cid, dt, x, w, dy, wt, dyt, kw in conv_inputs(tf, rng,
+                                                     ("float32", "float16", "bfloat16")):
+        def call(x=x, wt=wt, dyt=dyt, kw=kw):
+            return tf.raw_ops.Conv2DBackpropInput(input_sizes=list(x), filter=wt,
+                                                  out_backprop=dyt, **kw).numpy()
+
+        def oracle(x=x, w=w, dy=dy, kw=kw):
+            # the harness's: TF in float32 on the same values (its float16 kernel's result is
+            # farther than the metric from it)
+            return tf.raw_ops.Conv2DBackpropInput(
+                input_sizes=list(x), filter=w.astype(np.float32),
+                out_backprop=dy.astype(np.float32), **kw).numpy()
+        attrs = functional_attrs(list(x), w, dy, kw["strides"], kw["padding"], (), "NHWC",
+                                 [1, 1, 1, 1])
+        calls[f"Conv2DBackpropInput {cid} {dt}"] = (call, {"dy": dy, "filter": w}, attrs,
+                                                    oracle)
     return calls
+
+
+def _parallel(tf, gs, im):
+    """A call of eight ResizeBilinearGrad in one tf.function (a new graph: it picks the
+    kernels registered when it is made)."""
+    fn = tf.function(lambda: [tf.raw_ops.ResizeBilinearGrad(grads=x, original_image=im)
+                              for x in gs])
+    return lambda: [t.numpy() for t in fn()]
 
 
 def latency(hog):
@@ -77,15 +91,12 @@ def latency(hog):
     im = tf.constant(np.zeros((2, 32, 32, 16), np.float32))
 
     def calls():
-        par = tf.function(lambda: [tf.raw_ops.ResizeBilinearGrad(grads=x, original_image=im)
-                                   for x in gs])
         return {
             "ResizeBilinearGrad [1,16,16,8], eager": (lambda: tf.raw_ops.ResizeBilinearGrad(
                 grads=tiny, original_image=tiny_im).numpy(), 1000),
             "ResizeBilinearGrad [2,64,64,16], eager": (lambda: tf.raw_ops.ResizeBilinearGrad(
                 grads=gs[0], original_image=im).numpy(), 500),
-            "8 ResizeBilinearGrad [2,64,64,16] in one tf.function": (
-                lambda: [t.numpy() for t in par()], 200),
+            "8 ResizeBilinearGrad [2,64,64,16] in one tf.function": (_parallel(tf, gs, im), 200),
         }
     hogs = []
     if hog:
@@ -129,11 +140,6 @@ def main():
     gs = [tf.constant(rng.standard_normal((2, 64, 64, 16)).astype(np.float32)) for _ in range(8)]
     im = tf.constant(np.zeros((2, 32, 32, 16), np.float32))
 
-    def parallel():
-        fn = tf.function(lambda: [tf.raw_ops.ResizeBilinearGrad(grads=x, original_image=im)
-                                  for x in gs])
-        return lambda: [t.numpy() for t in fn()]
-
     calls = {
         "ResizeBilinearGrad legacy, grads [8,128,128,32]": lambda: tf.raw_ops.ResizeBilinearGrad(
             grads=g, original_image=img).numpy(),
@@ -145,13 +151,13 @@ def main():
             grads=gt, original_image=it).numpy(),
     }
     name_par = "8 ResizeBilinearGrad [2,64,64,16] in one tf.function"
-    calls[name_par] = parallel()
+    calls[name_par] = _parallel(tf, gs, im)
     convs = {} if "--no-conv" in sys.argv else _conv_calls(tf, rng)
     calls.update({k: c[0] for k, c in convs.items()})
     before = {k: convs[k][3]() if k in convs else f() for k, f in calls.items()}
     tf_ms = {k: _time(f) for k, f in calls.items()}
     ttf.enable("all")
-    calls[name_par] = parallel()    # a new graph, which picks our kernels
+    calls[name_par] = _parallel(tf, gs, im)    # a new graph: our kernels
     rows = []
     for k, f in calls.items():
         python0 = ttf.enabled()["conv_calls_through_python"]
