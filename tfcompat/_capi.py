@@ -2,6 +2,10 @@
 a signature the C side has not seen is validated here, by the same policy layer as every
 other call, and its cython-backend plan built; errors carry the message a Python caller gets,
 in the op's TF argument names."""
+import dataclasses
+
+import numpy as np
+
 from . import _resample as rs
 from .api import rename
 from .backends import cython_backend as _cb
@@ -58,21 +62,17 @@ class _ConvRunner:
     """A conv run by tfcompat's Python conv on the C entry's memory (memoryviews)."""
 
     def __init__(self, p):
-        self.p = p
+        from .conv.run import run_conv
+        self.p, self.run_conv = p, run_conv
         self.dy_bytes, self.filter_bytes = p.dy.nbytes, p.filter.nbytes
 
     def __call__(self, dy, w, dx):
-        import dataclasses
-
-        import numpy as np
-
-        from .conv.run import run_conv
         p = self.p
         out = np.frombuffer(dx, p.dtype).reshape(p.out_shape)
         q = dataclasses.replace(p, dy=np.frombuffer(dy, p.dtype).reshape(p.dy.shape),
                                 filter=np.frombuffer(w, p.dtype).reshape(p.filter.shape),
                                 out=out if p.channels_last else None)
-        got = run_conv(q)
+        got = self.run_conv(q)
         # NHWC: written in place, unless a strategy made its own (a half type it widens)
         if got.__array_interface__["data"][0] != out.__array_interface__["data"][0]:
             out[...] = got
