@@ -327,8 +327,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m asv_benchmarks.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", nargs="?", default="all",
-                    choices=("resize", "forward", "interp", "conv", "torch", "all"),
-                    help="'torch': the PyTorch front (asv_benchmarks/torch_front.py), its own "
+                    choices=("resize", "forward", "interp", "conv", "torch", "jax", "all"),
+                    help="'torch', 'jax': the PyTorch and JAX fronts "
+                         "(asv_benchmarks/torch_front.py, jax_front.py), each its own "
                          "table; 'all' is the other four; 'train' (its own options: "
                          "asv_benchmarks/train.py): Keras steps with and without "
                          "tfcompat.tf")
@@ -347,13 +348,15 @@ def main(argv=None):
     ap.add_argument("--slow", type=float, default=0.5,
                     help="an implementation whose first call takes longer is timed apart with "
                          "three runs (default 0.5 s)")
-    ap.add_argument("--workloads", help="torch: the workloads, comma separated (default T0 "
-                    "and R1-R4)")
+    ap.add_argument("--workloads", help="torch, jax: the workloads, comma separated (default "
+                    "T0 and R1-R4)")
     args = ap.parse_args(argv)
     if args.repeat < 7:
         print("note: fewer than 7 repeats", file=sys.stderr)
     if args.which == "torch":
         return _torch_main(args)
+    if args.which == "jax":
+        return _jax_main(args)
     peers = ()
     if args.peers:
         from conformance import peers as P
@@ -394,6 +397,18 @@ def _torch_main(args):
           f"{getattr(I.tf_module(), '__version__', None)}; tfcompat {tfcompat.kernel_build()} "
           "kernels")
     print(torch_front.table(rows, args.markdown))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+    return 0
+
+
+def _jax_main(args):
+    from . import jax_front
+    rows = jax_front.run(args.repeat, args.threads, args.warmup,
+                         args.workloads.split(",") if args.workloads else None)
+    print(jax_front.meta_line(args.threads, args.repeat, args.warmup))
+    print(jax_front.table(rows, args.markdown))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows}, f, indent=1)

@@ -6,6 +6,7 @@
     python -m conformance merge part1.json part2.json ...
     python -m conformance --peers --matrix docs/peer-matrix.md   # + tfjs, oneDNN, torch, JAX
     python -m conformance --plugin              # + TF's ops with tfcompat.tf.enable()
+    python -m conformance --jax-front           # + tfcompat.jax.resize under jax.jit
 """
 import argparse
 import dataclasses
@@ -45,6 +46,9 @@ def _parser():
     ap.add_argument("--plugin", action="store_true",
                     help="also run the tf-plugin backend: TF's raw ops with tfcompat.tf.enable() "
                          "in a worker process, held to TF's bits like cython")
+    ap.add_argument("--jax-front", action="store_true",
+                    help="also run the jax-front backend: tfcompat.jax.resize and its vjp under "
+                         "jax.jit, held to TF's bits like cython")
     ap.add_argument("--strict", action="store_true",
                     help="peers' differences and errors, and differences from PyTorch where it "
                          "stands in for TF, count in the exit status too")
@@ -134,6 +138,13 @@ def main(argv=None):
             tfcompat.register_kernel(config, overwrite=True)
         backends = list(dict.fromkeys(backends + [tf_plugin_backend.BACKEND]))
         runner.BITWISE_BACKENDS.add(tf_plugin_backend.BACKEND)
+    if args.jax_front:
+        from conformance import jax_front_backend
+        for config in jax_front_backend.KERNEL_CONFIGS:
+            tfcompat.register_kernel(config, overwrite=True)
+        backends = list(dict.fromkeys(backends + [jax_front_backend.BACKEND]))
+        runner.BITWISE_BACKENDS.add(jax_front_backend.BACKEND)
+        runner.BITWISE_ONLY[jax_front_backend.BACKEND] = jax_front_backend.bitwise
     for b in backends:
         if b not in tfcompat.list_backends():
             print(f"error: --backend {b!r} is not registered; registered: {tfcompat.list_backends()}",

@@ -3,29 +3,100 @@ a signature the C side has not seen is validated here, by the same policy layer 
 other call, and its cython-backend plan built; errors carry the message a Python caller gets,
 in the op's TF argument names."""
 import dataclasses
+import math
 
 import numpy as np
 
+from . import _checks as ck
+from . import _forward as fw
 from . import _resample as rs
-from .api import rename
+from .api import _shape_only, rename
 from .backends import cython_backend as _cb
-from .kernel_names import RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD
+from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                           RESIZE_NEAREST_NEIGHBOR_GRAD)
 
-_KERNELS = {0: (RESIZE_BILINEAR_GRAD, False), 1: (RESIZE_NEAREST_NEIGHBOR_GRAD, True)}
+_KERNELS = {0: (RESIZE_BILINEAR_GRAD, False), 1: (RESIZE_NEAREST_NEIGHBOR_GRAD, True),
+            3: (RESIZE_BILINEAR, False), 4: (RESIZE_NEAREST_NEIGHBOR, True)}
 
 
 def resample_plan(kernel, dy_dtype, out_dtype, dy_shape, image_shape, align_corners,
-                  half_pixel_centers):
-    """The cython backend's ResamplePlan of a TF resize grad's signature (ValueError or
-    TypeError for an invalid one)."""
+                  half_pixel_centers, front=False):
+    """The plan of a resize's signature (csrc/capi.h): a grad's cython-backend ResamplePlan, or
+    a forward's :class:`ForwardCPlan` (ValueError or TypeError for an invalid signature).
+    ``front``: a framework front's call, every tensor of the images' float dtype; else TF's
+    op (a grad only: no TF kernel of ours runs a forward)."""
+    if kernel not in _KERNELS:
+        raise ValueError(f"tfcompat's C entry: no resize kernel {kernel}")
     name, nearest = _KERNELS[kernel]
     try:
-        layout = rs._tf_pair_layout(name, rs.ArrayMeta(tuple(dy_shape), dy_dtype),
-                                    tuple(image_shape), out_dtype, align_corners,
+        if dy_dtype is None or out_dtype is None:
+            raise TypeError("tfcompat's C entry: a dtype code it does not know")
+        if kernel in (3, 4):
+            if not front:
+                raise ValueError(f"{name}: the C entry plans a forward resize for a front "
+                                 "(front=1) only")
+            return _forward_cplan(name, nearest, dy_dtype, out_dtype, tuple(dy_shape),
+                                  tuple(image_shape), align_corners, half_pixel_centers)
+        dy = rs.ArrayMeta(tuple(dy_shape), dy_dtype)
+        if front:
+            _check_front(dy_dtype, out_dtype, align_corners, half_pixel_centers)
+            if not nearest:     # (TF's op reads float32 grads; a front's are widened)
+                dy = rs.ArrayMeta(dy.shape, ck.FLOAT64 if dy_dtype == ck.FLOAT64
+                                  else ck.FLOAT32)
+        layout = rs._tf_pair_layout(name, dy, tuple(image_shape), out_dtype, align_corners,
                                     half_pixel_centers, nearest)
+        if front:
+            layout = dataclasses.replace(layout, dy_dtype=dy_dtype)
     except (ValueError, TypeError) as exc:
         raise type(exc)(rename(name, str(exc))) from None
     return _cb.resample_plan(layout)
+
+
+def _check_front(dtype, out_dtype, align_corners, half_pixel_centers):
+    if dtype not in ck.FLOAT_DTYPES or out_dtype != dtype:
+        raise TypeError(f"a front's resize takes one float dtype ({ck.dtype_names(ck.FLOAT_DTYPES)}"
+                        f") for its input and output; got {dtype} and {out_dtype}")
+    if align_corners and half_pixel_centers:
+        raise ValueError("alignCorners: got True together with halfPixelCenters=True; "
+                         "if half_pixel_centers is True, align_corners must be False (TF)")
+
+
+class ForwardCPlan:
+    """What the C entry copies of a forward resize's signature (csrc/capi.pxi): the sizes
+    (B, IH, IW, C, OH, OW), the cython backend's axis tables, and the conversions around the
+    kernel: ``widen`` and ``round_out`` (0, 1 float16, 2 bfloat16) a half type's float32
+    images and output; ``copy``: a bilinear resize to the image's own size, which TF casts."""
+
+    def __init__(self, problem, dtype):
+        b, ih, iw, c = problem.images.shape
+        _, oh, ow, _ = problem.out_shape
+        self.empty, self.out_shape = problem.empty, problem.out_shape
+        self.out_bytes = math.prod(problem.out_shape) * dtype.itemsize
+        self.sizes = (b, ih, iw, c, oh, ow)
+        self.linear, self.copy = problem.linear, problem.linear and problem.identity
+        half = 1 if dtype == ck.FLOAT16 else 2 if dtype == ck.BFLOAT16 else 0
+        self.widen = self.round_out = half if problem.linear else 0
+        self.src_num = (ck.FLOAT32 if self.widen else dtype).num
+        self.wide = problem.linear and dtype == ck.FLOAT64
+        self.pixel = c * dtype.itemsize
+        self.tables = () if self.empty or self.copy else _cb.forward_plan(problem).tables
+
+
+def _forward_cplan(name, nearest, dtype, out_dtype, shape, out_shape, align_corners,
+                   half_pixel_centers):
+    _check_front(dtype, out_dtype, align_corners, half_pixel_centers)
+    if len(out_shape) != 4 or len(shape) != 4 or (out_shape[0], out_shape[3]) != (shape[0],
+                                                                                 shape[3]):
+        raise ValueError(f"images: got shape {shape} and an output of shape {out_shape}; "
+                         "expected [batch, height, width, channels] and [batch, size[0], "
+                         "size[1], channels]")
+    attrs = {"size": list(out_shape[1:3]), "alignCorners": bool(align_corners),
+             "halfPixelCenters": bool(half_pixel_centers)}
+    p = fw._problem(name, {"images": _shape_only(shape, dtype)}, attrs)
+    # TF's float32 arithmetic, rounded once for a half type; float64 in float64 (the fronts'
+    # extension, docs/semantics.md §12)
+    computed = (dtype if nearest else ck.FLOAT64 if dtype == ck.FLOAT64 else ck.FLOAT32)
+    return ForwardCPlan(fw.ForwardProblem(p.images, name, p.axes, computed), dtype)
 
 
 _capsule = None

@@ -14,15 +14,11 @@ is still TF's). TF's oneDNN rewrite of a float32 or bfloat16 Conv2DBackpropInput
 on x86) is covered too. docs/architecture.md#inside-tensorflow.
 """
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 
-from . import _capi
+from . import _native
 
 COVERED = {
     "ResizeBilinearGrad": ("float32", "float64", "float16", "bfloat16"),
@@ -55,58 +51,34 @@ def _tensorflow():
 
 def cache_dir():
     """Where built kernel libraries are kept."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tfcompat", "tf-plugin")
-
-
-def _compiler(variable, default):
-    cmd = os.environ.get(variable, default).split()
-    if shutil.which(cmd[0]) is None:
-        raise RuntimeError(f"tfcompat.tf.enable() builds its kernel library with a C and a C++ "
-                           f"compiler and found no {cmd[0]!r} (set {variable} or install "
-                           "gcc and g++)")
-    return cmd
-
-
-def _run_tool(cmd):
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError("tfcompat.tf.enable(): building the kernel library failed:\n"
-                           + " ".join(cmd) + "\n" + run.stderr[-4000:])
+    return _native.cache_dir("tf-plugin")
 
 
 def _build(tf):
     """The path of the kernel library for this TF, built if not cached: tf_plugin.c (TF's C
     kernel API) and tf_pool.cc (TF's intra-op pool, through its C++ headers)."""
     from . import __version__
-    csrc = os.path.dirname(_SOURCE)
-    pool_source = os.path.join(csrc, "tf_pool.cc")
+    pool_source = os.path.join(_native.CSRC, "tf_pool.cc")
     flags = tf.sysconfig.get_compile_flags()
     c_flags = [f for f in flags if not f.startswith("--std")]
     link = tf.sysconfig.get_link_flags()
     libdir = [f[2:] for f in link if f.startswith("-L")]
-    parts = []
-    for path in (_SOURCE, os.path.join(csrc, "capi.h"), pool_source):
-        with open(path, "rb") as f:
-            parts.append(f.read())
-    key = hashlib.sha256(b"\0".join([tf.__version__.encode(), __version__.encode(), *parts,
-                                     " ".join(flags + link).encode()])).hexdigest()[:16]
-    target_dir = os.path.join(cache_dir(), f"tf{tf.__version__}-tfcompat{__version__}-{key}")
-    target = os.path.join(target_dir, "libtfcompat_tf.so")
-    if os.path.exists(target):
-        return target
-    cc, cxx = _compiler("CC", "cc"), _compiler("CXX", "c++")
-    os.makedirs(target_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target_dir) as tmp:
+    who = "tfcompat.tf.enable()"
+
+    def steps(tmp, out):
+        cc, cxx = _native.compiler("CC", "cc", who), _native.compiler("CXX", "c++", who)
         c_obj, cc_obj = os.path.join(tmp, "plugin.o"), os.path.join(tmp, "pool.o")
-        out = os.path.join(tmp, "libtfcompat_tf.so")
-        _run_tool(cc + ["-c", "-fPIC", "-O2", "-std=c11", "-I", csrc] + c_flags
-                  + [_SOURCE, "-o", c_obj])
-        _run_tool(cxx + ["-c", "-fPIC", "-O2"] + flags + [pool_source, "-o", cc_obj])
-        _run_tool(cxx + ["-shared", c_obj, cc_obj, "-o", out] + link
-                  + [f"-Wl,-rpath,{d}" for d in libdir])
-        os.replace(out, target)    # atomic: another process may build the same library
-    return target
+        _native.run_tool(cc + ["-c", "-fPIC", "-O2", "-std=c11", "-I", _native.CSRC] + c_flags
+                         + [_SOURCE, "-o", c_obj], who)
+        _native.run_tool(cxx + ["-c", "-fPIC", "-O2"] + flags + [pool_source, "-o", cc_obj],
+                         who)
+        _native.run_tool(cxx + ["-shared", c_obj, cc_obj, "-o", out] + link
+                         + [f"-Wl,-rpath,{d}" for d in libdir], who)
+
+    return _native.build("tf-plugin", "libtfcompat_tf.so",
+                         f"tf{tf.__version__}-tfcompat{__version__}",
+                         (_SOURCE, os.path.join(_native.CSRC, "capi.h"), pool_source),
+                         " ".join(flags + link), steps)
 
 
 def _wanted(ops):
@@ -152,9 +124,7 @@ def enable(ops=None):
             lib.tfc_plugin_calls.restype = ctypes.c_long
             _state = {"library": path, "lib": lib, "kernels": set()}
         lib = _state["lib"]
-        get = ctypes.pythonapi.PyCapsule_GetPointer
-        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        api = get(_capi.capsule(), b"tfcompat.C_API")
+        api = _native.capi_pointer()
         err = ctypes.create_string_buffer(1024)
         from tensorflow.python.framework import op_def_registry
         onednn = op_def_registry.get("_MklNativeConv2DBackpropInput") is not None

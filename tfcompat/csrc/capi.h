@@ -17,20 +17,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TFC_ABI_VERSION 2
+#define TFC_ABI_VERSION 3
 #define TFC_MAX_DIMS 8
 
 /* the kernels */
 enum { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD = 1,
-       TFC_CONV2D_BACKPROP_INPUT = 2 };
+       TFC_CONV2D_BACKPROP_INPUT = 2, TFC_RESIZE_BILINEAR = 3, TFC_RESIZE_NEAREST_NEIGHBOR = 4 };
 /* dtypes, tfcompat's codes (not TF's DataType numbers) */
 enum { TFC_F32 = 0, TFC_F64 = 1, TFC_F16 = 2, TFC_BF16 = 3, TFC_U8 = 4, TFC_I8 = 5,
        TFC_I32 = 6 };
 
-/* A resampling grad's call signature. Zero it before filling it in: it is compared as bytes.
- * dy: the grads (rank and dims as TF gives them); image: ResizeBilinearGrad's
+/* A resize's call signature. Zero it before filling it in: it is compared as bytes.
+ * The grads: dy the grads (rank and dims as TF gives them); image ResizeBilinearGrad's
  * original_image, or ResizeNearestNeighborGrad's [B, size[0], size[1], C] with image_rank
- * the size tensor's element count plus 2 (a bad size is refused by the policy layer). */
+ * the size tensor's element count plus 2 (a bad size is refused by the policy layer).
+ * ABI 3, the forwards (ResizeBilinear, ResizeNearestNeighbor): dy the images, image the
+ * output [B, size[0], size[1], C], out_dtype the output's.
+ * front 0: TF's op with TF's checks and dtypes (a forward bilinear's output is float32).
+ * front 1: a framework's front (tfcompat.jax): every tensor has the images' float dtype, TF's
+ * float32 arithmetic rounded once for a half type, float64 computed in float64. */
 typedef struct {
     int32_t kernel;
     int32_t dy_dtype;
@@ -41,7 +46,7 @@ typedef struct {
     int32_t align_corners;
     int64_t image_dims[TFC_MAX_DIMS];
     int32_t half_pixel_centers;
-    int32_t reserved;
+    int32_t front;              /* ABI 3 (was reserved, 0) */
 } TfcResampleSig;
 
 /* Conv2DBackpropInput's call signature (zero it first: it is compared as bytes). The dims and
@@ -79,7 +84,7 @@ typedef struct {
      * TypeError: the input is invalid) and *plan NULL. Takes the GIL on a cache miss; never
      * while the interpreter is finalizing (an error then). */
     int (*resample_plan)(const TfcResampleSig* sig, TfcPlan** plan, char* err, size_t errlen);
-    /* dx = the plan's backward of dy on num_threads threads (dy and dx: C-contiguous, the
+    /* dx = the plan's resize of dy on num_threads threads (dy and dx: C-contiguous, the
      * signature's shapes and dtypes, any alignment of their element type). Returns 0, or
      * non-zero when scratch memory could not be allocated (err says so). No GIL. */
     int (*resample_run)(TfcPlan* plan, const void* dy, void* dx, int num_threads, char* err,

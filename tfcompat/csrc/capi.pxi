@@ -1,8 +1,9 @@
-# The C entry (csrc/capi.h, docs/architecture.md#the-c-entry): resampling grads planned once per
-# signature and run on raw pointers with no Python and no GIL, for the TensorFlow plugin (the
-# conv's, and the capsule: capi_conv.pxi).
+# The C entry (csrc/capi.h, docs/architecture.md#the-c-entry): resizes (TF's grads, and the
+# forwards and grads of a framework's front) planned once per signature and run on raw pointers
+# with no Python and no GIL, for the TensorFlow plugin and the JAX front (the conv's, and the
+# capsule: capi_conv.pxi).
 #
-# A TfcPlan is a copy of a validated ResamplePlan's sizes and tables in one block of C memory,
+# A TfcPlan is a copy of a validated plan's sizes and tables in one block of C memory,
 # so that running and freeing it need no Python object. The cache holds up to CAPI_MAX_PLANS
 # plans and CAPI_MAX_BYTES of tables (the Python plan cache's bounds); each plan counts its
 # references (the cache's and each caller's) and is freed by whoever drops the last.
@@ -25,7 +26,8 @@ cdef extern from "capi.h":
         int32_t align_corners
         int64_t image_dims[8]
         int32_t half_pixel_centers
-    int TFC_CONV2D_BACKPROP_INPUT
+        int32_t front
+    int TFC_CONV2D_BACKPROP_INPUT, TFC_RESIZE_BILINEAR
     ctypedef struct TfcConvSig:
         int32_t kernel
         int32_t dtype
@@ -94,6 +96,9 @@ cdef struct CPlan:
     int empty
     int widen               # dy is float16 (1) or bfloat16 (2): widened to float32 first
     int round_out           # dx is float16 (1) or bfloat16 (2): summed in float32, rounded
+    bint forward            # a forward resize: fwd's job (its src and dst set per call) ...
+    bint copy               # ... or a copy (bilinear to the image's own size, which TF casts)
+    FwdJob fwd
     Py_ssize_t dy_count, dx_count, out_bytes, nbytes
     char* tables            # the block the args' table pointers point into
 
@@ -247,6 +252,52 @@ cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
     return p
 
 
+cdef CPlan* _forward_plan_from(object plan, const TfcResampleSig* sig) except NULL:
+    """A plan copied from a forward resize's _capi.ForwardCPlan (with the GIL)."""
+    cdef CPlan* p = <CPlan*>calloc(1, sizeof(CPlan))
+    if p == NULL:
+        raise MemoryError("tfcompat's C entry: a plan")
+    memcpy(&p.sig, sig, sizeof(TfcResampleSig))
+    p.refs = 1
+    p.forward, p.copy, p.empty = True, plan.copy, plan.empty
+    p.out_bytes = plan.out_bytes
+    p.widen, p.round_out = plan.widen, plan.round_out
+    cdef FwdJob* j = &p.fwd
+    (j.B, j.IH, j.IW, j.C, j.OH, j.OW) = plan.sizes
+    j.linear, j.wide, j.num, j.pixel = plan.linear, plan.wide, plan.src_num, plan.pixel
+    p.dy_count = j.B * j.IH * j.IW * j.C
+    p.dx_count = j.B * j.OH * j.OW * j.C
+    if p.empty or p.copy:
+        return p
+    cdef Py_ssize_t total = 0
+    for a in plan.tables:
+        total += ((_table_bytes(a) + 15) // 16) * 16
+    p.tables = <char*>malloc(max(total, 16))
+    if p.tables == NULL:
+        free(p)
+        raise MemoryError("tfcompat's C entry: a plan's tables")
+    p.nbytes = total
+    cdef char* cur = p.tables
+    cdef char* ptrs[6]
+    cdef int k = 0
+    for a in plan.tables[:6]:
+        ptrs[k] = _copy_table(a, &cur)
+        k += 1
+    if j.linear:    # lo, hi, lerp of y, then of x
+        j.yl, j.yh, j.ly = <const int32_t*>ptrs[0], <const int32_t*>ptrs[1], <const float*>ptrs[2]
+        j.xl, j.xh, j.lx = <const int32_t*>ptrs[3], <const int32_t*>ptrs[4], <const float*>ptrs[5]
+    else:
+        j.yl, j.xl = <const int32_t*>ptrs[0], <const int32_t*>ptrs[1]
+        j.yh, j.xh = j.yl, j.xl
+    cdef Py_ssize_t i
+    if TFC_CHECKS_ON:   # the checked build proves every table index in range
+        for i in range(j.OH):
+            TFC_CHECK(0 <= j.yl[i] < j.IH and 0 <= j.yh[i] < j.IH)
+        for i in range(j.OW):
+            TFC_CHECK(0 <= j.xl[i] < j.IW and 0 <= j.xh[i] < j.IW)
+    return p
+
+
 def math_prod(shape):
     n = 1
     for d in shape:
@@ -274,10 +325,12 @@ cdef int _build_plan(const TfcResampleSig* sig, TfcPlan** out, char* err, size_t
         from tfcompat import _capi
         dy_shape = tuple(sig.dy_dims[i] for i in range(min(max(sig.dy_rank, 0), 8)))
         img_shape = tuple(sig.image_dims[i] for i in range(min(max(sig.image_rank, 0), 8)))
-        plan = _capi.resample_plan(sig.kernel, _CODES[sig.dy_dtype], _CODES[sig.out_dtype],
-                                   dy_shape, img_shape, bool(sig.align_corners),
-                                   bool(sig.half_pixel_centers))
-        p = _plan_from(plan, sig)
+        plan = _capi.resample_plan(sig.kernel, _CODES.get(sig.dy_dtype),
+                                   _CODES.get(sig.out_dtype), dy_shape, img_shape,
+                                   bool(sig.align_corners), bool(sig.half_pixel_centers),
+                                   bool(sig.front))
+        p = (_forward_plan_from(plan, sig) if sig.kernel >= TFC_RESIZE_BILINEAR
+             else _plan_from(plan, sig))
     except BaseException as exc:
         msg = str(exc).encode("utf-8", "replace")
         _error(err, errlen, <const char*>msg)
@@ -297,8 +350,12 @@ cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_thr
     cdef float* summed = NULL
     cdef float* work = NULL
     cdef int nt = max(1, num_threads)
+    cdef FwdJob job
     if p.empty:
         memset(dx, 0, p.out_bytes)
+        return 0
+    if p.copy:
+        memcpy(dx, dy, p.out_bytes)
         return 0
     if p.widen:
         widened = <float*>malloc(max(p.dy_count, 1) * sizeof(float))
@@ -314,14 +371,23 @@ cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_thr
             _error(err, errlen, "tfcompat: out of memory for the float32 sums")
             return 1
         acc = summed
-    if p.args.work_per_thread:
+    if p.forward:
+        job = p.fwd
+        job.src, job.dst = src, acc
+        if _fwd_run_nogil(&job, nt):
+            free(widened)
+            free(summed)
+            _error(err, errlen, "tfcompat: out of memory for the resize's lerped rows")
+            return 1
+    elif p.args.work_per_thread:
         work = <float*>malloc(p.args.work_per_thread * nt * sizeof(float))
         if work == NULL:
             free(widened)
             free(summed)
             _error(err, errlen, "tfcompat: out of memory for the kernel's scratch rows")
             return 1
-    _resample_run(p.entry, src, acc, &p.args, work, nt)
+    if not p.forward:
+        _resample_run(p.entry, src, acc, &p.args, work, nt)
     if p.round_out:
         _convert(summed, dx, p.dx_count, p.round_out == 2, False, nt)
     free(widened)

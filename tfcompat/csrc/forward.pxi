@@ -203,18 +203,27 @@ cdef void _fwd_share(void* ctx, int s, int n) noexcept nogil:
                        j.xl, j.xh, j.lx, t, u)
 
 
-cdef int _fwd_run(FwdJob* j, int num_threads) except -1:
+cdef int _fwd_run_nogil(FwdJob* j, int num_threads) noexcept nogil:
     """The resize on ``num_threads`` shares (at most one per output row), its bilinear rows'
-    scratch allocated here."""
+    scratch allocated here; 1 when that scratch could not be allocated (nothing run)."""
     cdef int nt = <int>max(1, min(<Py_ssize_t>num_threads, j.B * j.OH))
     j.work = NULL
     if j.linear:
         j.work = malloc(max(1, 2 * j.OW * j.C * nt) * (8 if j.wide else 4))
         if j.work == NULL:
-            raise MemoryError("the forward resize's two lerped rows per thread")
-    with nogil:
-        tfc_parallel(_fwd_share, j, nt)
+            return 1
+    tfc_parallel(_fwd_share, j, nt)
     free(j.work)
+    j.work = NULL
+    return 0
+
+
+cdef int _fwd_run(FwdJob* j, int num_threads) except -1:
+    cdef int rc
+    with nogil:
+        rc = _fwd_run_nogil(j, num_threads)
+    if rc:
+        raise MemoryError("the forward resize's two lerped rows per thread")
     return 0
 
 

@@ -1,0 +1,308 @@
+"""tfcompat.jax (docs/architecture.md#inside-jax): TF's resizes as XLA FFI custom calls in JAX.
+Forward and backward equal to TF's raw ops bit for bit in float32 (TF is the oracle) under jit,
+on 1 and 2 threads; grad of grad against finite differences; vmap; ahead-of-time compilation
+and JAX's persistent compilation cache in a fresh process; bad input refused in the caller's
+words."""
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+tj = pytest.importorskip("tfcompat.jax")
+jnp = jax.numpy
+
+import tfcompat as T
+from conformance import metric
+from conformance.runner import same_bits
+
+from helpers import tf_or_skip
+
+FLAGS = [(False, False), (True, False), (False, True)]
+METHODS = ("bilinear", "nearest")
+
+
+def _random_cases(n, seed):
+    """Random shapes with every edge the issue names: axes of size 1, down- and upscaling,
+    non-square, batches of 1 to 3."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        b, c = int(rng.integers(1, 4)), int(rng.integers(1, 20))
+        ih, iw = (int(v) for v in rng.choice([1, 2, 3, 5, 8, 13, 31], 2))
+        oh, ow = (int(v) for v in rng.choice([1, 2, 4, 7, 16, 29, 40], 2))
+        out.append((b, c, ih, iw, oh, ow))
+    return out
+
+
+CASES = _random_cases(16, 17)
+
+
+def _tf_forward(tf, method, x, size, align, half):
+    op = tf.raw_ops.ResizeBilinear if method == "bilinear" else tf.raw_ops.ResizeNearestNeighbor
+    return op(images=x, size=list(size), align_corners=align, half_pixel_centers=half).numpy()
+
+
+def _tf_backward(tf, method, g, x, align, half):
+    if method == "bilinear":
+        return tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=x, align_corners=align,
+                                             half_pixel_centers=half).numpy()
+    return tf.raw_ops.ResizeNearestNeighborGrad(grads=g, size=list(x.shape[1:3]),
+                                                align_corners=align,
+                                                half_pixel_centers=half).numpy()
+
+
+def _jitted(method, size, align, half):
+    """jit of the resize and jit of its vjp (the backward alone, given a cotangent)."""
+    def f(x):
+        return tj.resize(x, size, method, align_corners=align, half_pixel_centers=half)
+
+    def back(x, g):
+        return jax.vjp(f, x)[1](g)[0]
+
+    return jax.jit(f), jax.jit(back)
+
+
+def _np(a):
+    return np.asarray(a)
+
+
+@pytest.mark.parametrize("case", CASES, ids=["b{}c{}_{}x{}_to_{}x{}".format(*c) for c in CASES])
+def test_float32_forward_and_backward_equal_tf_bit_for_bit(case):
+    tf = tf_or_skip()
+    b, c, ih, iw, oh, ow = case
+    rng = np.random.default_rng(sum(case))
+    x = (rng.standard_normal((b, ih, iw, c)) * 8).astype(np.float32)
+    g = rng.standard_normal((b, oh, ow, c)).astype(np.float32)
+    for method, (align, half) in itertools.product(METHODS, FLAGS):
+        want_y = _tf_forward(tf, method, x, (oh, ow), align, half)
+        want_dx = _tf_backward(tf, method, g, x, align, half)
+        f, back = _jitted(method, (oh, ow), align, half)
+        for threads in (1, 2):
+            T.set_num_threads(threads)
+            y = f(x)
+            what = (method, align, half, threads)
+            assert y.dtype == jnp.float32 and y.shape == (b, oh, ow, c), what
+            assert same_bits(_np(y), want_y), what
+            assert same_bits(_np(back(x, g)), want_dx), what
+
+
+def test_large_calls_on_xla_pool_equal_tf():
+    """Calls large enough to split into shares (run on XLA's intra-op pool; as many as
+    tfcompat's thread count) give TF's bits on 1 and 2 threads."""
+    tf = tf_or_skip()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 40, 50, 24)).astype(np.float32)
+    g = rng.standard_normal((2, 81, 33, 24)).astype(np.float32)
+    for method, (align, half) in itertools.product(METHODS, FLAGS):
+        f, back = _jitted(method, (81, 33), align, half)
+        for threads in (1, 2):
+            T.set_num_threads(threads)
+            what = (method, align, half, threads)
+            assert same_bits(_np(f(x)), _tf_forward(tf, method, x, (81, 33), align, half)), what
+            assert same_bits(_np(back(x, g)), _tf_backward(tf, method, g, x, align, half)), what
+
+
+@pytest.mark.parametrize("np_dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16",
+                                                                            "bfloat16"])
+def test_half_types_are_tf_float32_results_rounded_once(np_dtype):
+    """float16/bfloat16: TF's float32 forward of the half-type image rounded once (nearest
+    copies it); the backward is TF's grad of the half-type image given the grad as float32
+    (bilinear) or as it is (nearest), rounded once by TF itself."""
+    tf = tf_or_skip()
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 5, 7, 3)) * 4).astype(np_dtype)
+    g = rng.standard_normal((2, 9, 4, 3)).astype(np_dtype)
+    for method, (align, half) in itertools.product(METHODS, FLAGS):
+        f, back = _jitted(method, (9, 4), align, half)
+        y = f(x)
+        assert y.dtype == np_dtype
+        want = _tf_forward(tf, method, x, (9, 4), align, half)
+        assert same_bits(_np(y), want.astype(np_dtype)), (method, align, half)
+        g_tf = g.astype(np.float32) if method == "bilinear" else g
+        dx = back(x, g)
+        assert dx.dtype == np_dtype
+        assert same_bits(_np(dx), _tf_backward(tf, method, g_tf, x, align, half)), method
+
+
+def test_float64_within_the_metric_of_tf():
+    """float64 (x64 on) bilinear computes in float64: within the float32 metric of TF's result,
+    forward and backward (scales: the NumPy reference on the absolute values). Nearest is TF's
+    own float64 kernel: the same bits."""
+    tf = tf_or_skip()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 5, 4))
+    g = rng.standard_normal((2, 11, 3, 4))
+    with jax.enable_x64(True):
+        for method, (align, half) in itertools.product(METHODS, FLAGS):
+            kw = dict(align_corners=align, half_pixel_centers=half)
+            f, back = _jitted(method, (11, 3), align, half)
+            y, dx = _np(f(x)), _np(back(x, g))
+            assert y.dtype == dx.dtype == np.float64
+            if method == "nearest":
+                assert same_bits(y, _tf_forward(tf, method, x, (11, 3), align, half))
+                assert same_bits(dx, _tf_backward(tf, method, g, x, align, half))
+                continue
+            want = _tf_forward(tf, method, x, (11, 3), align, half)
+            scale = T.resize_bilinear(np.abs(x), [11, 3], backend="numpy", **kw)
+            assert metric.compare(y, want, scale, np.float32).passed, kw
+            want = _tf_backward(tf, method, g.astype(np.float32), x, align, half)
+            scale = T.resize_bilinear_grad(np.abs(g), x, backend="numpy", **kw)
+            assert metric.compare(dx, want, scale, np.float32).passed, kw
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("flags", FLAGS, ids=["legacy", "align", "half"])
+def test_grad_of_grad_against_finite_differences(method, flags):
+    """jax.test_util.check_grads, reverse mode to order 2, in float64: the first and second
+    derivatives of a non-linear function of the resize against central differences of the
+    forward."""
+    from jax.test_util import check_grads
+    align, half = flags
+    with jax.enable_x64(True):
+        x = jnp.asarray(np.random.default_rng(2).standard_normal((2, 5, 4, 3)))
+
+        def f(x):
+            y = tj.resize(x, (7, 3), method, align_corners=align, half_pixel_centers=half)
+            return jnp.sum(jnp.sin(y) * y)
+
+        check_grads(f, (x,), order=2, modes=["rev"])
+        check_grads(jax.jit(f), (x,), order=2, modes=["rev"])
+
+
+def test_vmap_folds_into_the_batch():
+    """vmap over a leading axis (and two) gives the per-example results, forward and grad,
+    bit for bit; jit(vmap(grad)) too."""
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((3, 2, 5, 6, 4)).astype(np.float32)
+    w = rng.standard_normal((2, 9, 7, 4)).astype(np.float32)
+    for method, (align, half) in itertools.product(METHODS, FLAGS):
+        def f(x):
+            return tj.resize(x, (9, 7), method, align_corners=align, half_pixel_centers=half)
+
+        def loss(x):
+            return jnp.sum(f(x) * w)
+
+        ys = jax.vmap(f)(xs)
+        grads = jax.jit(jax.vmap(jax.grad(loss)))(xs)
+        for i in range(3):
+            assert same_bits(_np(ys[i]), _np(f(xs[i])))
+            assert same_bits(_np(grads[i]), _np(jax.grad(loss)(xs[i])))
+        twice = jax.vmap(jax.vmap(f))(xs.reshape(3, 2, 1, 5, 6, 4)[:, :, 0:1])
+        assert twice.shape == (3, 2, 1, 9, 7, 4)
+
+
+def test_ahead_of_time_compile_and_the_hand_worked_legacy_case():
+    """TF1's legacy mode on [0, 10] resized to 4: source x = 0, 0.5, 1, 1.5 (scale 1/2), the
+    last clamped to pixel 1: 0, 5, 10, 10 (jax.image.resize's half-pixel linear gives 0, 2.5,
+    7.5, 10); its grad: each input pixel collects the weights that read it, 1.5 and 2.5.
+    Compiled ahead of time with jit(...).lower(...).compile()."""
+    x = jnp.asarray([[[[0.0], [10.0]]]])
+    f = jax.jit(lambda x: tj.resize(x, (1, 4))).lower(x).compile()
+    assert _np(f(x)).ravel().tolist() == [0.0, 5.0, 10.0, 10.0]
+    g = jax.jit(jax.grad(lambda x: jnp.sum(tj.resize(x, (1, 4))))).lower(x).compile()
+    assert _np(g(x)).ravel().tolist() == [1.5, 2.5]
+
+
+def test_persistent_compilation_cache_in_a_fresh_process(tmp_path):
+    """An executable loaded from JAX's persistent compilation cache by a second process (no
+    tracing, no plan made at trace time) finds its plan by signature and gives the first
+    process's bits."""
+    script = textwrap.dedent(f"""
+        import jax, numpy as np
+        jax.config.update("jax_compilation_cache_dir", {str(tmp_path / 'cache')!r})
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        import jax.monitoring
+        hits = []
+        jax.monitoring.register_event_listener(
+            lambda name, *a, **kw: hits.append(name) if "cache_hits" in name else None)
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda name, *a, **kw: hits.append(name) if "cache_hits" in name else None)
+        import tfcompat.jax as tj
+        x = np.arange(2 * 5 * 6 * 3, dtype=np.float32).reshape(2, 5, 6, 3) / 7
+        f = jax.jit(jax.grad(lambda x: (tj.resize(x, (9, 4), align_corners=True) ** 2).sum()))
+        dx = np.asarray(f(x)).tobytes().hex()
+        print(len(hits), dx)
+    """)
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(out.stdout.split())
+    assert runs[0][0] == "0" and int(runs[1][0]) >= 1, runs    # the second run hit the cache
+    assert runs[0][1] == runs[1][1]
+
+
+def test_identity_and_empty_inputs():
+    # an image resized to its own size: TF's cast, so an infinity stays one
+    x = jnp.asarray([[[[1.0], [np.inf]], [[2.0], [3.0]]]])
+    assert same_bits(_np(jax.jit(lambda x: tj.resize(x, (2, 2)))(x)), _np(x))
+    # an empty batch: an empty output and an empty gradient
+    e = jnp.zeros((0, 4, 4, 3))
+    assert tj.resize(e, (8, 8)).shape == (0, 8, 8, 3)
+    assert jax.grad(lambda e: jnp.sum(tj.resize(e, (8, 8))))(e).shape == e.shape
+
+
+def test_the_handler_runs_every_kernel():
+    before = tj.library_info()["calls"]
+    x = np.ones((1, 3, 3, 2), np.float32)
+    for method in METHODS:
+        jax.grad(lambda x: jnp.sum(tj.resize(x, (5, 5), method)))(x)
+    after = tj.library_info()["calls"]
+    for name in ("ResizeBilinear", "ResizeNearestNeighbor", "ResizeBilinearGrad",
+                 "ResizeNearestNeighborGrad"):
+        assert after[name] > before[name], name
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: tj.resize(np.zeros((1, 2, 2)), (3, 3)), ValueError, "x: got shape (1, 2, 2)"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1), jnp.int32), (3, 3)), TypeError,
+     "x: got dtype int32; tfcompat.jax.resize takes float32"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), (0, 3)), ValueError, "size: got (0, 3)"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), 3), ValueError, "size: got 3"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), (2.5, 3)), ValueError, "size: got (2.5, 3)"),
+    (lambda: jax.jit(lambda x, s: tj.resize(x, (s, 3)))(jnp.zeros((1, 2, 2, 1)), 4),
+     ValueError, "not traced values"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), (3, 3), "bicubic"), ValueError,
+     "method: got 'bicubic'"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), (3, 3), align_corners=True,
+                       half_pixel_centers=True), ValueError, "align_corners: got True together"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), (3, 3), align_corners=1), TypeError,
+     "align_corners: got 1; expected a bool"),
+    (lambda: tj.resize(jnp.zeros((1, 0, 2, 1)), (3, 3)), ValueError,
+     "x: got shape (1, 0, 2, 1); expected a non-zero height"),
+    (lambda: tj.resize(jnp.zeros((1, 2, 2, 1)), (1 << 20, 1 << 20)), MemoryError,
+     "size: an output of shape (1, 1048576, 1048576, 1) needs 4096.0 GiB"),
+])
+def test_errors_name_the_argument(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    assert words in str(info.value)
+
+
+@pytest.mark.skipif("not any(d.platform != 'cpu' for d in jax.devices())",
+                    reason="no non-CPU JAX device here")
+def test_another_platform_is_refused():
+    """The FFI target is the CPU's: an array on another platform is refused by name."""
+    gpu = next(d for d in jax.devices() if d.platform != "cpu")
+    with pytest.raises(ValueError, match="tfcompat.jax.resize runs on the CPU only"):
+        tj.resize(jax.device_put(jnp.zeros((1, 2, 2, 1)), gpu), (3, 3))
+
+
+def test_a_direct_custom_call_with_a_bad_kernel_is_an_error_not_a_crash():
+    """The handler proves what it reads (a kernel code, ranks) before it plans: a hand-made
+    custom call of the target gets XLA's error with the handler's message."""
+    tj.library_info()
+    x = jnp.zeros((1, 2, 2, 1))
+    call = jax.ffi.ffi_call(tj.TARGET, jax.ShapeDtypeStruct((1, 3, 3, 1), x.dtype))
+    with pytest.raises(Exception, match="expected a kernel of 0-4"):
+        np.asarray(call(x, kernel=np.int32(2), align_corners=False, half_pixel_centers=False))
+    with pytest.raises(Exception, match="align_corners: got True together"):  # the policy layer
+        np.asarray(call(x, kernel=np.int32(3), align_corners=True, half_pixel_centers=True))

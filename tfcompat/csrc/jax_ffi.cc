@@ -1,0 +1,166 @@
+// tfcompat's XLA FFI handler for the JAX front (tfcompat.jax; docs/architecture.md#inside-jax).
+//
+// Built on first use against the installed jaxlib's FFI headers (xla/ffi/api/ffi.h) and
+// registered with jax.ffi.register_ffi_target as "tfcompat_resize" on the CPU. One handler runs
+// every resize the front calls: TF's forward (kernel 3 bilinear, 4 nearest) or its grad (0, 1),
+// named by the attribute ``kernel``. It reads the operand's and result's shapes and dtypes into a
+// signature and gets that signature's plan through tfcompat's C entry (csrc/capi.h, with
+// front = 1: every tensor of the images' dtype): a lookup in the C entry's cache, or once per
+// signature tfcompat's Python policy layer under the GIL. No plan's address is ever part of the
+// compiled computation, so an executable from JAX's persistent compilation cache finds its
+// plans the same way. Leading dimensions beyond [B, H, W, C] (vmap's) fold into the batch.
+// The shares of a large call run on XLA's intra-op pool with the calling thread, as the TF
+// plugin's run on TF's (tf_pool.cc).
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "xla/ffi/api/ffi.h"
+
+#include "capi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+const TfcApi* api = nullptr;
+std::atomic<long> calls[5];
+
+// below this many output values a call runs on XLA's calling thread (the TF plugin's threshold)
+constexpr int64_t kSerialValues = 1 << 15;
+
+int code(ffi::DataType t) {
+  switch (t) {
+    case ffi::DataType::F32: return TFC_F32;
+    case ffi::DataType::F64: return TFC_F64;
+    case ffi::DataType::F16: return TFC_F16;
+    case ffi::DataType::BF16: return TFC_BF16;
+    default: return -1;
+  }
+}
+
+// dims as [B, H, W, C], every leading dimension folded into B; false below rank 4 or above
+// TFC_MAX_DIMS
+bool fold(ffi::AnyBuffer::Dimensions dims, int32_t* rank, int64_t* out) {
+  size_t n = dims.size();
+  if (n < 4 || n > TFC_MAX_DIMS) return false;
+  int64_t b = 1;
+  for (size_t i = 0; i + 3 < n; i++) b *= dims[i];
+  out[0] = b;
+  out[1] = dims[n - 3];
+  out[2] = dims[n - 2];
+  out[3] = dims[n - 1];
+  *rank = 4;
+  return true;
+}
+
+// A call's shares, claimed one at a time by the calling thread and by helpers on XLA's pool;
+// a helper that starts after every share is claimed returns at once (it holds the job only).
+struct Job {
+  void (*fn)(void*, int, int);
+  void* arg;
+  int n;
+  std::atomic<int> next{0};
+  std::atomic<int> done{0};
+  std::mutex m;
+  std::condition_variable finished;
+};
+
+void claim(Job* job) {
+  for (int s; (s = job->next.fetch_add(1)) < job->n;) {
+    job->fn(job->arg, s, job->n);
+    if (job->done.fetch_add(1) + 1 == job->n) {
+      std::lock_guard<std::mutex> lock(job->m);
+      job->finished.notify_all();
+    }
+  }
+}
+
+// fn(arg, s, n) for every share s of n, on the caller and up to n - 1 helpers of the pool (a
+// share the busy pool has not reached runs on the caller); returns when all have returned.
+void pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n) {
+  auto job = std::make_shared<Job>();
+  job->fn = fn;
+  job->arg = arg;
+  job->n = n;
+  auto* p = static_cast<ffi::ThreadPool*>(pool);
+  int helpers = static_cast<int>(std::min<int64_t>(n - 1, p->num_threads()));
+  for (int i = 0; i < helpers; i++) p->Schedule([job] { claim(job.get()); });
+  claim(job.get());
+  std::unique_lock<std::mutex> lock(job->m);
+  job->finished.wait(lock, [&] { return job->done.load() == job->n; });
+}
+
+ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
+                  int32_t kernel, bool align_corners, bool half_pixel_centers) {
+  if (api == nullptr) return ffi::Error::Internal("tfcompat: the JAX front is not loaded");
+  TfcResampleSig sig;
+  std::memset(&sig, 0, sizeof sig);
+  sig.kernel = kernel;
+  sig.front = 1;
+  sig.align_corners = align_corners;
+  sig.half_pixel_centers = half_pixel_centers;
+  sig.dy_dtype = code(x.element_type());
+  sig.out_dtype = code(y->element_type());
+  if (sig.dy_dtype < 0 || sig.out_dtype < 0)
+    return ffi::Error::InvalidArgument(
+        "tfcompat.jax.resize: x's dtype must be float32, float64, float16 or bfloat16");
+  if (kernel < 0 || kernel > 4 || kernel == TFC_CONV2D_BACKPROP_INPUT ||
+      !fold(x.dimensions(), &sig.dy_rank, sig.dy_dims) ||
+      !fold(y->dimensions(), &sig.image_rank, sig.image_dims))
+    return ffi::Error::InvalidArgument(
+        "tfcompat.jax.resize: expected a kernel of 0-4 and arrays [..., batch, height, width, "
+        "channels]");
+  char err[2048];
+  TfcPlan* plan = nullptr;
+  if (api->resample_plan(&sig, &plan, err, sizeof err) != 0)
+    return ffi::Error::InvalidArgument(err);
+  // shares: tfcompat's thread count (set_num_threads), at most the pool's threads; no pool
+  // (an XLA without one): tfcompat's team
+  int threads = 1;
+  if (y->element_count() >= kSerialValues) {
+    int64_t n = pool.num_threads();
+    threads = api->num_threads();
+    if (n >= 2 && threads >= 2) {
+      threads = static_cast<int>(std::min<int64_t>(n, threads));
+      api->set_thread_pool(pool_run, &pool);
+    }
+  }
+  int rc = api->resample_run(plan, x.untyped_data(), y->untyped_data(), threads, err,
+                             sizeof err);
+  api->set_thread_pool(nullptr, nullptr);
+  api->plan_release(plan);
+  if (rc != 0) return ffi::Error(ffi::ErrorCode::kResourceExhausted, err);
+  calls[kernel].fetch_add(1, std::memory_order_relaxed);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(TfcResize, Resize,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int32_t>("kernel")
+                                  .Attr<bool>("align_corners")
+                                  .Attr<bool>("half_pixel_centers"));
+
+extern "C" {
+
+// Keep tfcompat's C entry (the capsule's TfcApi); 1 for another ABI version.
+int tfc_jax_init(const TfcApi* a) {
+  if (a == nullptr || a->abi_version != TFC_ABI_VERSION) return 1;
+  api = a;
+  return 0;
+}
+
+// the calls the handler has run of a kernel (TFC_RESIZE_*)
+long tfc_jax_calls(int kernel) {
+  return kernel >= 0 && kernel < 5 ? calls[kernel].load() : -1;
+}
+
+}  // extern "C"

@@ -1,0 +1,200 @@
+"""TF's resizes inside JAX: :func:`resize`, forward and backward bit for bit TF's
+``ResizeBilinear``/``ResizeNearestNeighbor`` and their grads in float32, under ``jax.jit``,
+``jax.grad`` (grad of grad too), ``jax.vmap`` and ahead-of-time compilation.
+
+Both directions are XLA FFI custom calls on the CPU (the target ``tfcompat_resize``) that run
+tfcompat's kernels from C through its C entry: csrc/jax_ffi.cc, built on first use against the
+installed jaxlib's headers with the system C++ compiler and cached under
+``$XDG_CACHE_HOME/tfcompat`` or ``~/.cache/tfcompat`` (docs/architecture.md#inside-jax). A
+compiled computation names the kernel, the flags and nothing else: the handler finds its plan
+by the signature it sees, so an executable from JAX's persistent compilation cache runs in a
+new process. JAX is an optional dependency; ``import tfcompat`` never imports it.
+"""
+import ctypes
+import functools
+import threading
+
+import jax
+import numpy as np
+
+from . import _checks as ck
+from . import _forward as fw
+from . import _native
+
+if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
+    raise ImportError(f"tfcompat.jax needs JAX 0.5 or newer (jax.ffi); this is {jax.__version__}")
+
+__all__ = ["resize"]
+
+METHODS = ("bilinear", "nearest")
+TARGET = "tfcompat_resize"
+_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+           np.dtype(np.float16): "float16", ck.BFLOAT16: "bfloat16"}
+# the C entry's kernels (csrc/capi.h)
+_GRAD, _FORWARD = {False: 0, True: 1}, {False: 3, True: 4}
+_SOURCE = "jax_ffi.cc"
+_lock = threading.Lock()
+_lib = None
+
+
+def _library():
+    """The FFI library, built (first use), loaded and registered with XLA once."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            from . import __version__
+            import os
+            source = os.path.join(_native.CSRC, _SOURCE)
+            include = jax.ffi.include_dir()
+            who = "tfcompat.jax"
+
+            def steps(tmp, out):
+                cxx = _native.compiler("CXX", "c++", who)
+                _native.run_tool(cxx + ["-shared", "-fPIC", "-O2", "-std=c++17", "-I", include,
+                                        "-I", _native.CSRC, source, "-o", out], who)
+
+            path = _native.build("jax-ffi", "libtfcompat_jax.so",
+                                 f"jaxlib{jax.lib.__version__}-tfcompat{__version__}",
+                                 (source, os.path.join(_native.CSRC, "capi.h")), include, steps)
+            lib = ctypes.CDLL(path)
+            lib.tfc_jax_init.argtypes = [ctypes.c_void_p]
+            lib.tfc_jax_calls.argtypes = [ctypes.c_int]
+            lib.tfc_jax_calls.restype = ctypes.c_long
+            if lib.tfc_jax_init(_native.capi_pointer()) != 0:
+                raise RuntimeError("tfcompat.jax: the FFI library and tfcompat's kernels have "
+                                   "different C entry versions (a stale build?)")
+            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.TfcResize),
+                                        platform="cpu")
+            _lib = (lib, path)
+    return _lib
+
+
+def library_info():
+    """{"library": the FFI library's path, "calls": {kernel: calls the handler has run}}
+    (builds and loads it if needed)."""
+    lib, path = _library()
+    names = {3: "ResizeBilinear", 4: "ResizeNearestNeighbor", 0: "ResizeBilinearGrad",
+             1: "ResizeNearestNeighborGrad"}
+    return {"library": path, "calls": {n: lib.tfc_jax_calls(k) for k, n in names.items()}}
+
+
+# -- checks: the caller's arguments, in its own names, before anything is traced ----------------
+
+def _check_size(size):
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        try:
+            pair = tuple(ck.as_int(v, f"size[{i}]") for i, v in enumerate(size))
+        except TypeError:
+            pair = None
+        if pair is not None and pair[0] > 0 and pair[1] > 0:
+            return pair
+    raise ValueError(f"size: got {size!r}; expected two positive ints [height, width] (static "
+                     "Python ints, not traced values)")
+
+
+def _check_flags(align_corners, half_pixel_centers):
+    for name, v in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{name}: got {v!r}; expected a bool")
+    if align_corners and half_pixel_centers:
+        raise ValueError("align_corners: got True together with half_pixel_centers=True; TF "
+                         "takes at most one of them")
+
+
+def _check_platform(x):
+    """CPU only: the FFI target is registered for the CPU platform."""
+    if isinstance(x, jax.core.Tracer):
+        platform = jax.default_backend()    # (what a jit without a device places it on)
+    else:
+        platforms = {d.platform for d in x.devices()}
+        platform = platforms.pop() if len(platforms) == 1 else ",".join(sorted(platforms))
+    if platform != "cpu":
+        raise ValueError(f"x: got an array on {platform!r}; tfcompat.jax.resize runs on the "
+                         "CPU only (jax.device_put(x, jax.devices('cpu')[0]))")
+
+
+def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_centers=False):
+    """TF's ``ResizeBilinear``/``ResizeNearestNeighbor`` of ``x`` ([batch, height, width,
+    channels], NHWC; float32, float16, bfloat16, or float64 with ``jax_enable_x64``) to ``size``
+    = [new_height, new_width], differentiable by TF's ``ResizeBilinearGrad``/
+    ``ResizeNearestNeighborGrad`` (and twice: the grad's grad is the resize).
+
+    ``align_corners``/``half_pixel_centers`` as in ``tf.raw_ops`` (both False: TF1's legacy
+    rule). The result has x's dtype: float32 is TF's, bit for bit; a half type is TF's float32
+    result rounded once; float64 is the same formula computed in float64 (TF's own kernel
+    would return float32). Unlike ``jax.image.resize`` it never antialiases. Works under
+    ``jit``, ``grad``, ``vmap`` (leading batch axes fold into the kernel's batch), on the CPU.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method: got {method!r}; expected one of {list(METHODS)}")
+    nearest = method == "nearest"
+    if not isinstance(x, jax.Array):
+        x = jax.numpy.asarray(x)
+    if x.ndim != 4:
+        raise ValueError(f"x: got shape {tuple(x.shape)} (rank {x.ndim}); expected rank 4 "
+                         "([batch, height, width, channels])")
+    if np.dtype(x.dtype) not in _DTYPES:
+        raise TypeError(f"x: got dtype {x.dtype}; tfcompat.jax.resize takes "
+                        f"{', '.join(_DTYPES.values())}")
+    size = _check_size(size)
+    _check_flags(align_corners, half_pixel_centers)
+    _check_platform(x)
+    b, h, w, c = x.shape
+    if h == 0 or w == 0:
+        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a non-zero height and width "
+                         "(TF: input image must be of non-zero size)")
+    if nearest and max(h, w) >= fw.NEAREST_MAX_AXIS:
+        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a height and width below "
+                         "2^24 (TF's nearest resize)")
+    ck.check_size((b,) + size + (c,), "size", np.dtype(x.dtype).itemsize)
+    return _resize(x, size, (h, w), nearest, bool(align_corners), bool(half_pixel_centers))
+
+
+# -- the custom calls and their derivatives --------------------------------------------------------
+
+def _call(kernel, x, out_hw, align_corners, half_pixel_centers):
+    """The handler on x ([..., B, H, W, C]), its result [..., B, out_hw, C] in x's dtype."""
+    _library()
+    shape = tuple(x.shape[:-3]) + tuple(out_hw) + (x.shape[-1],)
+    if 0 in shape:
+        return jax.numpy.zeros(shape, x.dtype)
+    # vmap: the batched operand goes to the same handler with its leading axes (folded there)
+    return jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(shape, x.dtype),
+                            vmap_method="broadcast_all")(
+        x, kernel=np.int32(kernel), align_corners=bool(align_corners),
+        half_pixel_centers=bool(half_pixel_centers))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
+def _resize(x, size, in_hw, nearest, align_corners, half_pixel_centers):
+    return _call(_FORWARD[nearest], x, size, align_corners, half_pixel_centers)
+
+
+def _resize_fwd(x, size, in_hw, nearest, align_corners, half_pixel_centers):
+    return _resize(x, size, in_hw, nearest, align_corners, half_pixel_centers), None
+
+
+def _resize_bwd(size, in_hw, nearest, align_corners, half_pixel_centers, _, g):
+    return (_resize_grad(g, size, in_hw, nearest, align_corners, half_pixel_centers),)
+
+
+_resize.defvjp(_resize_fwd, _resize_bwd)
+
+
+# The grad is linear in its input: its own grad is the resize (so grad of grad works).
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
+def _resize_grad(g, size, in_hw, nearest, align_corners, half_pixel_centers):
+    return _call(_GRAD[nearest], g, in_hw, align_corners, half_pixel_centers)
+
+
+def _resize_grad_fwd(g, size, in_hw, nearest, align_corners, half_pixel_centers):
+    return _resize_grad(g, size, in_hw, nearest, align_corners, half_pixel_centers), None
+
+
+def _resize_grad_bwd(size, in_hw, nearest, align_corners, half_pixel_centers, _, gg):
+    return (_resize(gg, size, in_hw, nearest, align_corners, half_pixel_centers),)
+
+
+_resize_grad.defvjp(_resize_grad_fwd, _resize_grad_bwd)
