@@ -17,6 +17,35 @@ def tf_or_skip():
                                "pip install -e '.[tf]' to run the comparisons with TF")
 
 
+def random_front_cases(n, seed):
+    """(b, c, ih, iw, oh, ow) of the framework fronts' bitwise tests, with every edge their
+    issues name: axes of size 1, down- and upscaling, non-square, batches of 1 to 3."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        b, c = int(rng.integers(1, 4)), int(rng.integers(1, 20))
+        ih, iw = (int(v) for v in rng.choice([1, 2, 3, 5, 8, 13, 31], 2))
+        oh, ow = (int(v) for v in rng.choice([1, 2, 4, 7, 16, 29, 40], 2))
+        out.append((b, c, ih, iw, oh, ow))
+    return out
+
+
+def tf_resize(tf, method, x, size, align, half):
+    """TF's ResizeBilinear or ResizeNearestNeighbor of NHWC ``x`` (a NumPy array)."""
+    op = tf.raw_ops.ResizeBilinear if method == "bilinear" else tf.raw_ops.ResizeNearestNeighbor
+    return op(images=x, size=list(size), align_corners=align, half_pixel_centers=half).numpy()
+
+
+def tf_resize_grad(tf, method, g, x, align, half):
+    """TF's ResizeBilinearGrad or ResizeNearestNeighborGrad of NHWC grads ``g`` for image ``x``."""
+    if method == "bilinear":
+        return tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=x, align_corners=align,
+                                             half_pixel_centers=half).numpy()
+    return tf.raw_ops.ResizeNearestNeighborGrad(grads=g, size=list(x.shape[1:3]),
+                                                align_corners=align,
+                                                half_pixel_centers=half).numpy()
+
+
 def assert_close(got, ref, scale, dtype, tol=TOL, what=""):
     """|got - ref| <= tol[dtype] * scale + tiny, element-wise (conformance/metric.py)."""
     got = np.asarray(got).astype(np.float64)

@@ -21,40 +21,11 @@ import tfcompat as T
 from conformance import metric
 from conformance.runner import same_bits
 
-from helpers import tf_or_skip
+from helpers import random_front_cases, tf_or_skip, tf_resize, tf_resize_grad
 
 FLAGS = [(False, False), (True, False), (False, True)]
 METHODS = ("bilinear", "nearest")
-
-
-def _random_cases(n, seed):
-    """Random shapes with every edge the issue names: axes of size 1, down- and upscaling,
-    non-square, batches of 1 to 3."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        b, c = int(rng.integers(1, 4)), int(rng.integers(1, 20))
-        ih, iw = (int(v) for v in rng.choice([1, 2, 3, 5, 8, 13, 31], 2))
-        oh, ow = (int(v) for v in rng.choice([1, 2, 4, 7, 16, 29, 40], 2))
-        out.append((b, c, ih, iw, oh, ow))
-    return out
-
-
-CASES = _random_cases(16, 17)
-
-
-def _tf_forward(tf, method, x, size, align, half):
-    op = tf.raw_ops.ResizeBilinear if method == "bilinear" else tf.raw_ops.ResizeNearestNeighbor
-    return op(images=x, size=list(size), align_corners=align, half_pixel_centers=half).numpy()
-
-
-def _tf_backward(tf, method, g, x, align, half):
-    if method == "bilinear":
-        return tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=x, align_corners=align,
-                                             half_pixel_centers=half).numpy()
-    return tf.raw_ops.ResizeNearestNeighborGrad(grads=g, size=list(x.shape[1:3]),
-                                                align_corners=align,
-                                                half_pixel_centers=half).numpy()
+CASES = random_front_cases(16, 17)
 
 
 def _jitted(method, size, align, half):
@@ -80,8 +51,8 @@ def test_float32_forward_and_backward_equal_tf_bit_for_bit(case):
     x = (rng.standard_normal((b, ih, iw, c)) * 8).astype(np.float32)
     g = rng.standard_normal((b, oh, ow, c)).astype(np.float32)
     for method, (align, half) in itertools.product(METHODS, FLAGS):
-        want_y = _tf_forward(tf, method, x, (oh, ow), align, half)
-        want_dx = _tf_backward(tf, method, g, x, align, half)
+        want_y = tf_resize(tf, method, x, (oh, ow), align, half)
+        want_dx = tf_resize_grad(tf, method, g, x, align, half)
         f, back = _jitted(method, (oh, ow), align, half)
         for threads in (1, 2):
             T.set_num_threads(threads)
@@ -104,8 +75,8 @@ def test_large_calls_on_xla_pool_equal_tf():
         for threads in (1, 2):
             T.set_num_threads(threads)
             what = (method, align, half, threads)
-            assert same_bits(_np(f(x)), _tf_forward(tf, method, x, (81, 33), align, half)), what
-            assert same_bits(_np(back(x, g)), _tf_backward(tf, method, g, x, align, half)), what
+            assert same_bits(_np(f(x)), tf_resize(tf, method, x, (81, 33), align, half)), what
+            assert same_bits(_np(back(x, g)), tf_resize_grad(tf, method, g, x, align, half)), what
 
 
 @pytest.mark.parametrize("np_dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16",
@@ -122,12 +93,12 @@ def test_half_types_are_tf_float32_results_rounded_once(np_dtype):
         f, back = _jitted(method, (9, 4), align, half)
         y = f(x)
         assert y.dtype == np_dtype
-        want = _tf_forward(tf, method, x, (9, 4), align, half)
+        want = tf_resize(tf, method, x, (9, 4), align, half)
         assert same_bits(_np(y), want.astype(np_dtype)), (method, align, half)
         g_tf = g.astype(np.float32) if method == "bilinear" else g
         dx = back(x, g)
         assert dx.dtype == np_dtype
-        assert same_bits(_np(dx), _tf_backward(tf, method, g_tf, x, align, half)), method
+        assert same_bits(_np(dx), tf_resize_grad(tf, method, g_tf, x, align, half)), method
 
 
 def test_float64_within_the_metric_of_tf():
@@ -145,13 +116,13 @@ def test_float64_within_the_metric_of_tf():
             y, dx = _np(f(x)), _np(back(x, g))
             assert y.dtype == dx.dtype == np.float64
             if method == "nearest":
-                assert same_bits(y, _tf_forward(tf, method, x, (11, 3), align, half))
-                assert same_bits(dx, _tf_backward(tf, method, g, x, align, half))
+                assert same_bits(y, tf_resize(tf, method, x, (11, 3), align, half))
+                assert same_bits(dx, tf_resize_grad(tf, method, g, x, align, half))
                 continue
-            want = _tf_forward(tf, method, x, (11, 3), align, half)
+            want = tf_resize(tf, method, x, (11, 3), align, half)
             scale = T.resize_bilinear(np.abs(x), [11, 3], backend="numpy", **kw)
             assert metric.compare(y, want, scale, np.float32).passed, kw
-            want = _tf_backward(tf, method, g.astype(np.float32), x, align, half)
+            want = tf_resize_grad(tf, method, g.astype(np.float32), x, align, half)
             scale = T.resize_bilinear_grad(np.abs(g), x, backend="numpy", **kw)
             assert metric.compare(dx, want, scale, np.float32).passed, kw
 

@@ -15,43 +15,12 @@ import tfcompat as T
 from conformance import metric
 from conformance.runner import same_bits
 
-from helpers import tf_or_skip
+from helpers import random_front_cases, tf_or_skip, tf_resize, tf_resize_grad
 
 FLAGS = [(False, False), (True, False), (False, True)]
 METHODS = ("bilinear", "nearest")
 FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-
-
-def _random_cases(n, seed):
-    """Random shapes with every edge the issue names: axes of size 1, down- and upscaling,
-    non-square, batches of 1 to 3."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for k in range(n):
-        b, c = int(rng.integers(1, 4)), int(rng.integers(1, 20))
-        ih, iw = (int(v) for v in rng.choice([1, 2, 3, 5, 8, 13, 31], 2))
-        oh, ow = (int(v) for v in rng.choice([1, 2, 4, 7, 16, 29, 40], 2))
-        out.append((b, c, ih, iw, oh, ow))
-    return out
-
-
-CASES = _random_cases(16, 7)
-
-
-def _tf_forward(tf, method, x_nhwc, size, align, half):
-    op = tf.raw_ops.ResizeBilinear if method == "bilinear" else tf.raw_ops.ResizeNearestNeighbor
-    return op(images=x_nhwc, size=list(size), align_corners=align,
-              half_pixel_centers=half).numpy()
-
-
-def _tf_backward(tf, method, g_nhwc, x_nhwc, align, half):
-    if method == "bilinear":
-        return tf.raw_ops.ResizeBilinearGrad(grads=g_nhwc, original_image=x_nhwc,
-                                             align_corners=align,
-                                             half_pixel_centers=half).numpy()
-    return tf.raw_ops.ResizeNearestNeighborGrad(grads=g_nhwc, size=list(x_nhwc.shape[1:3]),
-                                                align_corners=align,
-                                                half_pixel_centers=half).numpy()
+CASES = random_front_cases(16, 7)
 
 
 def _nhwc(t):
@@ -85,8 +54,8 @@ def test_float32_forward_and_backward_equal_tf_bit_for_bit(case):
     x = (rng.standard_normal((b, ih, iw, c)) * 8).astype(np.float32)
     g = rng.standard_normal((b, oh, ow, c)).astype(np.float32)
     for method, (align, half), fmt in itertools.product(METHODS, FLAGS, FORMATS):
-        want_y = _tf_forward(tf, method, x, (oh, ow), align, half)
-        want_dx = _tf_backward(tf, method, g, x, align, half)
+        want_y = tf_resize(tf, method, x, (oh, ow), align, half)
+        want_dx = tf_resize_grad(tf, method, g, x, align, half)
         for threads in (1, 2):
             T.set_num_threads(threads)
             xt = _tensor(x, fmt).requires_grad_()
@@ -111,10 +80,10 @@ def test_memory_format_kept_and_large_calls_equal_tf(fmt):
         xt = _tensor(x, fmt).requires_grad_()
         y = tt.resize(xt, (81, 33), method, align_corners=align, half_pixel_centers=half)
         assert y.is_contiguous(memory_format=FORMATS[fmt])
-        assert same_bits(_nhwc(y), _tf_forward(tf, method, x, (81, 33), align, half))
+        assert same_bits(_nhwc(y), tf_resize(tf, method, x, (81, 33), align, half))
         (dx,) = torch.autograd.grad(y, xt, _tensor(g, fmt))
         assert dx.is_contiguous(memory_format=FORMATS[fmt])
-        assert same_bits(_nhwc(dx), _tf_backward(tf, method, g, x, align, half))
+        assert same_bits(_nhwc(dx), tf_resize_grad(tf, method, g, x, align, half))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -132,12 +101,12 @@ def test_half_types_are_tf_float32_results_rounded_once(dtype, fmt):
         xt = _tensor(x, fmt).requires_grad_()
         y = tt.resize(xt, (9, 4), method, align_corners=align, half_pixel_centers=half)
         assert y.dtype == dtype
-        want = _tf_forward(tf, method, x, (9, 4), align, half)
+        want = tf_resize(tf, method, x, (9, 4), align, half)
         assert same_bits(_nhwc(y), want.astype(np_dtype)), (method, align, half)
         (dx,) = torch.autograd.grad(y, xt, _tensor(g, fmt))
         assert dx.dtype == dtype
         g_tf = g.astype(np.float32) if method == "bilinear" else g
-        assert same_bits(_nhwc(dx), _tf_backward(tf, method, g_tf, x, align, half)), method
+        assert same_bits(_nhwc(dx), tf_resize_grad(tf, method, g_tf, x, align, half)), method
 
 
 def test_float64_within_the_metric_of_tf():
@@ -155,13 +124,13 @@ def test_float64_within_the_metric_of_tf():
         (dx,) = torch.autograd.grad(y, xt, _tensor(g, "contiguous"))
         assert y.dtype == dx.dtype == torch.float64
         if method == "nearest":
-            assert same_bits(_nhwc(y), _tf_forward(tf, method, x, (11, 3), align, half))
-            assert same_bits(_nhwc(dx), _tf_backward(tf, method, g, x, align, half))
+            assert same_bits(_nhwc(y), tf_resize(tf, method, x, (11, 3), align, half))
+            assert same_bits(_nhwc(dx), tf_resize_grad(tf, method, g, x, align, half))
             continue
-        want = _tf_forward(tf, method, x, (11, 3), align, half)
+        want = tf_resize(tf, method, x, (11, 3), align, half)
         scale = T.resize_bilinear(np.abs(x), [11, 3], backend="numpy", **kw)
         assert metric.compare(_nhwc(y), want, scale, np.float32).passed, kw
-        want = _tf_backward(tf, method, g.astype(np.float32), x, align, half)
+        want = tf_resize_grad(tf, method, g.astype(np.float32), x, align, half)
         scale = T.resize_bilinear_grad(np.abs(g), x, backend="numpy", **kw)
         assert metric.compare(_nhwc(dx), want, scale, np.float32).passed, kw
 
@@ -177,7 +146,7 @@ def test_nearest_copies_integers_as_tf(np_dtype):
     for (align, half), fmt in itertools.product(FLAGS, FORMATS):
         y = tt.resize(_tensor(x, fmt), (8, 3), "nearest", align_corners=align,
                       half_pixel_centers=half)
-        assert np.array_equal(_nhwc(y), _tf_forward(tf, "nearest", x, (8, 3), align, half))
+        assert np.array_equal(_nhwc(y), tf_resize(tf, "nearest", x, (8, 3), align, half))
 
 
 def test_hand_worked_legacy_bilinear():

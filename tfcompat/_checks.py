@@ -117,6 +117,28 @@ def as_float_tuple(value, name, length):
     return tuple(items)
 
 
+def front_size(size, name, note=""):
+    """A framework front's output size: two positive ints (a list, tuple or torch.Size)."""
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        try:
+            pair = tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(size))
+        except TypeError:
+            pair = None
+        if pair is not None and pair[0] > 0 and pair[1] > 0:
+            return pair
+    raise ValueError(f"{name}: got {size!r}; expected two positive ints [height, width]{note}")
+
+
+def front_flags(align_corners, half_pixel_centers):
+    """A framework front's two flags: bools, and at most one of them True (TF's forward)."""
+    for name, v in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{name}: got {v!r}; expected a bool")
+    if align_corners and half_pixel_centers:
+        raise ValueError("align_corners: got True together with half_pixel_centers=True; TF "
+                         "takes at most one of them")
+
+
 def choice(value, name, allowed):
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name}: got {value!r}; expected one of {list(allowed)}")

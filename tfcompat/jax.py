@@ -57,7 +57,8 @@ def _library():
 
             path = _native.build("jax-ffi", "libtfcompat_jax.so",
                                  f"jaxlib{jax.lib.__version__}-tfcompat{__version__}",
-                                 (source, os.path.join(_native.CSRC, "capi.h")), include, steps)
+                                 (source, os.path.join(_native.CSRC, "capi.h"),
+                                  os.path.join(_native.CSRC, "pool_claim.h")), include, steps)
             lib = ctypes.CDLL(path)
             lib.tfc_jax_init.argtypes = [ctypes.c_void_p]
             lib.tfc_jax_calls.argtypes = [ctypes.c_int]
@@ -81,27 +82,6 @@ def library_info():
 
 
 # -- checks: the caller's arguments, in its own names, before anything is traced ----------------
-
-def _check_size(size):
-    if isinstance(size, (list, tuple)) and len(size) == 2:
-        try:
-            pair = tuple(ck.as_int(v, f"size[{i}]") for i, v in enumerate(size))
-        except TypeError:
-            pair = None
-        if pair is not None and pair[0] > 0 and pair[1] > 0:
-            return pair
-    raise ValueError(f"size: got {size!r}; expected two positive ints [height, width] (static "
-                     "Python ints, not traced values)")
-
-
-def _check_flags(align_corners, half_pixel_centers):
-    for name, v in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
-        if not isinstance(v, (bool, np.bool_)):
-            raise TypeError(f"{name}: got {v!r}; expected a bool")
-    if align_corners and half_pixel_centers:
-        raise ValueError("align_corners: got True together with half_pixel_centers=True; TF "
-                         "takes at most one of them")
-
 
 def _check_platform(x):
     """CPU only: the FFI target is registered for the CPU platform."""
@@ -138,8 +118,8 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     if np.dtype(x.dtype) not in _DTYPES:
         raise TypeError(f"x: got dtype {x.dtype}; tfcompat.jax.resize takes "
                         f"{', '.join(_DTYPES.values())}")
-    size = _check_size(size)
-    _check_flags(align_corners, half_pixel_centers)
+    size = ck.front_size(size, "size", " (static Python ints, not traced values)")
+    ck.front_flags(align_corners, half_pixel_centers)
     _check_platform(x)
     b, h, w, c = x.shape
     if h == 0 or w == 0:

@@ -77,7 +77,8 @@ def _build(tf):
 
     return _native.build("tf-plugin", "libtfcompat_tf.so",
                          f"tf{tf.__version__}-tfcompat{__version__}",
-                         (_SOURCE, os.path.join(_native.CSRC, "capi.h"), pool_source),
+                         (_SOURCE, os.path.join(_native.CSRC, "capi.h"), pool_source,
+                          os.path.join(_native.CSRC, "pool_claim.h")),
                          " ".join(flags + link), steps)
 
 

@@ -65,33 +65,13 @@ def _check_tensor(t, name, dtypes, what):
                         f"{_names(dtypes)}")
 
 
-def _check_size(size, name):
-    if isinstance(size, (torch.Size, list, tuple)) and len(size) == 2:
-        try:
-            pair = tuple(ck.as_int(v, f"{name}[{i}]") for i, v in enumerate(size))
-        except TypeError:
-            pair = None
-        if pair is not None and pair[0] > 0 and pair[1] > 0:
-            return pair
-    raise ValueError(f"{name}: got {size!r}; expected two positive ints [height, width]")
-
-
-def _check_flags(align_corners, half_pixel_centers):
-    for name, v in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
-        if not isinstance(v, bool):
-            raise TypeError(f"{name}: got {v!r}; expected a bool")
-    if align_corners and half_pixel_centers:
-        raise ValueError("align_corners: got True together with half_pixel_centers=True; TF "
-                         "takes at most one of them")
-
-
 def _check_forward(x, size, align_corners, half_pixel_centers, nearest):
     """The output's (height, width) of a valid forward call."""
     method = "nearest" if nearest else "bilinear"
     _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
                   f"tfcompat.torch.resize(method={method!r})")
-    size = _check_size(size, "size")
-    _check_flags(align_corners, half_pixel_centers)
+    size = ck.front_size(size, "size")
+    ck.front_flags(align_corners, half_pixel_centers)
     h, w = x.shape[2], x.shape[3]
     if h == 0 or w == 0:
         raise ValueError(f"x: got shape {tuple(x.shape)}; expected a non-zero height and width "
@@ -106,8 +86,8 @@ def _check_forward(x, size, align_corners, half_pixel_centers, nearest):
 def _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest):
     """The input's (height, width) of a valid backward call."""
     _check_tensor(grad, "grad", _FLOAT_TYPES, "the backward of tfcompat.torch.resize")
-    size = _check_size(input_size, "input_size")
-    _check_flags(align_corners, half_pixel_centers)
+    size = ck.front_size(input_size, "input_size")
+    ck.front_flags(align_corners, half_pixel_centers)
     if grad.shape[2] == 0 or grad.shape[3] == 0:
         raise ValueError(f"grad: got shape {tuple(grad.shape)}; expected a non-zero height and "
                          "width")
@@ -466,8 +446,8 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
             return _forward(x, size, align_corners, half_pixel_centers, nearest)
     _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
                   f"tfcompat.torch.resize(method={method!r})")
-    size = _check_size(size, "size")
-    _check_flags(align_corners, half_pixel_centers)
+    size = ck.front_size(size, "size")
+    ck.front_flags(align_corners, half_pixel_centers)
     if x.is_cpu and _eager(x):
         if x.requires_grad and torch.is_grad_enabled():
             return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, nearest)
@@ -483,8 +463,8 @@ class Resize(torch.nn.Module):
         super().__init__()
         if method not in METHODS:
             raise ValueError(f"method: got {method!r}; expected one of {METHODS}")
-        self.size = list(_check_size(size, "size"))
-        _check_flags(align_corners, half_pixel_centers)
+        self.size = list(ck.front_size(size, "size"))
+        ck.front_flags(align_corners, half_pixel_centers)
         self.method = method
         self.align_corners = align_corners
         self.half_pixel_centers = half_pixel_centers

@@ -13,14 +13,12 @@
 // plugin's run on TF's (tf_pool.cc).
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <memory>
-#include <mutex>
 
 #include "xla/ffi/api/ffi.h"
 
 #include "capi.h"
+#include "pool_claim.h"
 
 namespace ffi = xla::ffi;
 
@@ -57,41 +55,12 @@ bool fold(ffi::AnyBuffer::Dimensions dims, int32_t* rank, int64_t* out) {
   return true;
 }
 
-// A call's shares, claimed one at a time by the calling thread and by helpers on XLA's pool;
-// a helper that starts after every share is claimed returns at once (it holds the job only).
-struct Job {
-  void (*fn)(void*, int, int);
-  void* arg;
-  int n;
-  std::atomic<int> next{0};
-  std::atomic<int> done{0};
-  std::mutex m;
-  std::condition_variable finished;
-};
-
-void claim(Job* job) {
-  for (int s; (s = job->next.fetch_add(1)) < job->n;) {
-    job->fn(job->arg, s, job->n);
-    if (job->done.fetch_add(1) + 1 == job->n) {
-      std::lock_guard<std::mutex> lock(job->m);
-      job->finished.notify_all();
-    }
-  }
-}
-
-// fn(arg, s, n) for every share s of n, on the caller and up to n - 1 helpers of the pool (a
-// share the busy pool has not reached runs on the caller); returns when all have returned.
+// fn(arg, s, n) for every share s of n, on the caller and up to n - 1 helpers of XLA's pool
+// (pool_claim.h); returns when all have returned.
 void pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n) {
-  auto job = std::make_shared<Job>();
-  job->fn = fn;
-  job->arg = arg;
-  job->n = n;
   auto* p = static_cast<ffi::ThreadPool*>(pool);
-  int helpers = static_cast<int>(std::min<int64_t>(n - 1, p->num_threads()));
-  for (int i = 0; i < helpers; i++) p->Schedule([job] { claim(job.get()); });
-  claim(job.get());
-  std::unique_lock<std::mutex> lock(job->m);
-  job->finished.wait(lock, [&] { return job->done.load() == job->n; });
+  tfcompat::run_claimed(fn, arg, n, static_cast<int>(p->num_threads()),
+                        [p](auto task) { p->Schedule(std::move(task)); });
 }
 
 ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
