@@ -148,3 +148,21 @@ class TrainStepWithPlugin:
         return res["plugin"][0]["step_ms"] / res["tf"][0]["step_ms"]
 
     track_ratio.unit = "plugin/TF"
+
+
+class JaxFront(_Base):
+    """``tfcompat.jax.resize`` under ``jax.jit`` (asv_benchmarks/jax_front.py's callables):
+    the forward or the backward (the jitted vjp) of T0 (the per-call overhead) and R1-R4,
+    half-pixel centres. The thread count is tfcompat's, at most XLA's pool."""
+    params = [["T0"] + list(RESIZE), ["bilinear", "nearest"], ["forward", "backward"], THREADS]
+    param_names = ["workload", "method", "pass", "threads"]
+
+    def setup(self, workload, method, direction, threads):
+        from . import jax_front
+        _threads(threads)
+        try:
+            funcs = jax_front.make(workload, method, np.random.default_rng(0))
+        except ImportError:
+            raise NotImplementedError("JAX is not installed") from None
+        self.fn = funcs[direction]["tfcompat"]
+        self.fn()

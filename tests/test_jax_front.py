@@ -277,3 +277,22 @@ def test_a_direct_custom_call_with_a_bad_kernel_is_an_error_not_a_crash():
         np.asarray(call(x, kernel=np.int32(2), align_corners=False, half_pixel_centers=False))
     with pytest.raises(Exception, match="align_corners: got True together"):  # the policy layer
         np.asarray(call(x, kernel=np.int32(3), align_corners=True, half_pixel_centers=True))
+
+
+def test_compare_jax_command_prints_every_row():
+    """``python -m asv_benchmarks.compare jax`` end to end on T0: a row per method and pass,
+    each with its times (no time asserted)."""
+    import contextlib
+    import io
+    from asv_benchmarks import compare
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = compare.main(["jax", "--workloads", "T0", "--repeat", "1", "--warmup", "0",
+                               "--markdown"])
+    assert status == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")]
+            for line in out.getvalue().splitlines() if line.startswith("| T0")]
+    assert {(r[1], r[2]) for r in rows} == {(f"{m} half", p) for m in METHODS
+                                            for p in ("forward", "backward")}
+    for r in rows:
+        assert all(float(v) > 0 for v in r[3:5] + r[6:9]), r
