@@ -211,6 +211,29 @@ def test_persistent_compilation_cache_in_a_fresh_process(tmp_path):
     assert runs[0][1] == runs[1][1]
 
 
+def test_a_serialized_export_runs_in_a_fresh_process(tmp_path):
+    """jax.export's serialized grad, deserialized by a process that never traced the resize
+    (it calls tfcompat.jax.register() first), gives this process's bits: the computation holds
+    the kernel code and flags only, and the plans are found by signature."""
+    x = np.arange(2 * 5 * 6 * 3, dtype=np.float32).reshape(2, 5, 6, 3) / 7
+    f = jax.jit(jax.grad(lambda x: (tj.resize(x, (9, 4), align_corners=True) ** 2).sum()))
+    exp = jax.export.export(f, disabled_checks=[
+        jax.export.DisabledSafetyCheck.custom_call(tj.TARGET)])(x)
+    (tmp_path / "grad.bin").write_bytes(exp.serialize())
+    script = textwrap.dedent(f"""
+        import jax, numpy as np
+        import tfcompat.jax as tj
+        tj.register()
+        exp = jax.export.deserialize(bytearray(open({str(tmp_path / 'grad.bin')!r}, "rb").read()))
+        x = np.arange(2 * 5 * 6 * 3, dtype=np.float32).reshape(2, 5, 6, 3) / 7
+        print(np.asarray(exp.call(x)).tobytes().hex())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == np.asarray(f(x)).tobytes().hex()
+
+
 def test_identity_and_empty_inputs():
     # an image resized to its own size: TF's cast, so an infinity stays one
     x = jnp.asarray([[[[1.0], [np.inf]], [[2.0], [3.0]]]])

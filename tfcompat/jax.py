@@ -24,7 +24,7 @@ from . import _native
 if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
     raise ImportError(f"tfcompat.jax needs JAX 0.5 or newer (jax.ffi); this is {jax.__version__}")
 
-__all__ = ["resize"]
+__all__ = ["library_info", "register", "resize"]
 
 METHODS = ("bilinear", "nearest")
 TARGET = "tfcompat_resize"
@@ -37,8 +37,15 @@ _lock = threading.Lock()
 _lib = None
 
 
+def register():
+    """Build (first use), load and register the FFI target ``tfcompat_resize`` with XLA, once;
+    its library's path. :func:`resize` does this when it is first traced; a process that runs
+    a compiled computation it did not trace (a deserialized executable) calls it first."""
+    return _library()[1]
+
+
 def _library():
-    """The FFI library, built (first use), loaded and registered with XLA once."""
+    """(the FFI library, its path), built (first use), loaded and registered with XLA once."""
     global _lib
     if _lib is not None:
         return _lib
@@ -74,7 +81,7 @@ def _library():
 
 def library_info():
     """{"library": the FFI library's path, "calls": {kernel: calls the handler has run}}
-    (builds and loads it if needed)."""
+    (registers the target first if needed)."""
     lib, path = _library()
     names = {3: "ResizeBilinear", 4: "ResizeNearestNeighbor", 0: "ResizeBilinearGrad",
              1: "ResizeNearestNeighborGrad"}
