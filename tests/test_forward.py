@@ -54,6 +54,21 @@ def test_forward_equals_tf_bit_for_bit(case):
             assert same_bits(T.resize_nearest_neighbor(x, [oh, ow], **kw), want_n), kw
 
 
+def test_a_streamed_output_equals_tf_bit_for_bit():
+    """A float32 bilinear output of 32 MiB or more is written by streaming stores
+    (docs/performance.md#the-forward-resizes): TF's bits still, on 1 and 2 threads, through the
+    NumPy API (and the C entry, the JAX front's path, in tests/test_jax_front.py)."""
+    tf = tf_or_skip()
+    x = np.random.default_rng(9).standard_normal((1, 61, 67, 32)).astype(np.float32)
+    for align, half in FLAGS:
+        kw = dict(align_corners=align, half_pixel_centers=half)
+        want = tf.raw_ops.ResizeBilinear(images=x, size=[512, 513], **kw).numpy()
+        assert want.nbytes >= 32 << 20
+        for threads in (1, 2):
+            T.set_num_threads(threads)
+            assert same_bits(T.resize_bilinear(x, [512, 513], **kw), want), (kw, threads)
+
+
 @pytest.mark.parametrize("size", [(4, 5), (2, 5), (7, 3)])
 def test_infinities_and_nan_as_tf(size):
     """A NaN, an infinity and its negative among the pixels: TF's NaN where the lerp meets

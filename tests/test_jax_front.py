@@ -79,6 +79,16 @@ def test_large_calls_on_xla_pool_equal_tf():
             assert same_bits(_np(back(x, g)), tf_resize_grad(tf, method, g, x, align, half)), what
 
 
+def test_a_streamed_forward_through_the_c_entry_equals_tf():
+    """A float32 bilinear output of 32 MiB or more (streaming stores) through the custom call:
+    TF's bits."""
+    tf = tf_or_skip()
+    x = np.random.default_rng(9).standard_normal((1, 61, 67, 32)).astype(np.float32)
+    f, _ = _jitted("bilinear", (512, 513), False, True)
+    want = tf_resize(tf, "bilinear", x, (512, 513), False, True)
+    assert want.nbytes >= 32 << 20 and same_bits(_np(f(x)), want)
+
+
 @pytest.mark.parametrize("np_dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16",
                                                                             "bfloat16"])
 def test_half_types_are_tf_float32_results_rounded_once(np_dtype):

@@ -13,6 +13,16 @@
 # the same formula and float32 lerps, every value and operation float64.
 # Nearest: a copy of each output pixel's channels from its source pixel, any item size.
 
+cdef extern from "lerp.h":
+    void tfc_lerp_row_stream(const float* t, const float* b, float w, float* o,
+                             Py_ssize_t n) noexcept nogil
+
+# a float32 bilinear output of this many bytes or more (more than a large L3 holds) is written
+# by streaming stores; below it the plain stores' lines stay in the cache for whoever reads the
+# output next (docs/performance.md#the-forward-resizes)
+cdef Py_ssize_t FWD_STREAM_BYTES = 32 << 20
+
+
 ctypedef fused fwd_src:
     float
     double
@@ -55,7 +65,8 @@ cdef void _bilinear_span(const fwd_src* src, fwd_acc* dst, Py_ssize_t r0, Py_ssi
                          Py_ssize_t IH, Py_ssize_t IW, Py_ssize_t OH, Py_ssize_t OW,
                          Py_ssize_t C, const int32_t* y_lo, const int32_t* y_hi,
                          const float* y_lerp, const int32_t* x_lo, const int32_t* x_hi,
-                         const float* x_lerp, fwd_acc* top, fwd_acc* bot) noexcept nogil:
+                         const float* x_lerp, fwd_acc* top, fwd_acc* bot,
+                         bint stream) noexcept nogil:
     """Output rows r0 .. r1 - 1 (r = b * OH + y); ``top`` and ``bot``: OW * C values each, the
     two lerped input rows held."""
     cdef Py_ssize_t r, b, y, k, n = OW * C, row_lo, row_hi, have_top = -1, have_bot = -1, tmp
@@ -88,6 +99,10 @@ cdef void _bilinear_span(const fwd_src* src, fwd_acc* dst, Py_ssize_t r0, Py_ssi
             have_bot = row_hi
         o = dst + r * n
         yl = y_lerp[y]
+        if fwd_acc is float:
+            if stream:
+                tfc_lerp_row_stream(top, bot, yl, o, n)
+                continue
         for k in range(n):
             o[k] = top[k] + (bot[k] - top[k]) * yl
 
@@ -137,6 +152,7 @@ cdef struct FwdJob:
     void* dst
     void* work              # bilinear: 2 * OW * C values of dst's type per share
     bint linear, wide       # wide: a float64 image resized in float64
+    bint stream             # a float32 output of FWD_STREAM_BYTES or more: streaming stores
     int num                 # the NumPy type number of src (bilinear)
     Py_ssize_t B, IH, IW, OH, OW, C, pixel
     const int32_t* yl
@@ -176,37 +192,38 @@ cdef void _fwd_share(void* ctx, int s, int n) noexcept nogil:
     elif j.wide:
         _bilinear_span(<const double*>src, <double*>j.dst, r0, r1, IH, IW, OH, OW, C, j.yl,
                        j.yh, j.ly, j.xl, j.xh, j.lx, <double*>j.work + 2 * row * s,
-                       <double*>j.work + 2 * row * s + row)
+                       <double*>j.work + 2 * row * s + row, False)
     elif num == cnp.NPY_FLOAT32:
         _bilinear_span(<const float*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
-                       j.xh, j.lx, t, u)
+                       j.xh, j.lx, t, u, j.stream)
     elif num == cnp.NPY_FLOAT64:
         _bilinear_span(<const double*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
-                       j.xh, j.lx, t, u)
+                       j.xh, j.lx, t, u, j.stream)
     elif num == cnp.NPY_INT8:
         _bilinear_span(<const signed char*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly,
-                       j.xl, j.xh, j.lx, t, u)
+                       j.xl, j.xh, j.lx, t, u, j.stream)
     elif num == cnp.NPY_UINT8:
         _bilinear_span(<const unsigned char*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly,
-                       j.xl, j.xh, j.lx, t, u)
+                       j.xl, j.xh, j.lx, t, u, j.stream)
     elif num == cnp.NPY_INT16:
         _bilinear_span(<const short*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
-                       j.xh, j.lx, t, u)
+                       j.xh, j.lx, t, u, j.stream)
     elif num == cnp.NPY_UINT16:
         _bilinear_span(<const unsigned short*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh,
-                       j.ly, j.xl, j.xh, j.lx, t, u)
+                       j.ly, j.xl, j.xh, j.lx, t, u, j.stream)
     elif num == cnp.NPY_INT32:
         _bilinear_span(<const int*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly, j.xl,
-                       j.xh, j.lx, t, u)
+                       j.xh, j.lx, t, u, j.stream)
     else:   # int64 (the caller's precondition: 8-byte integers)
         _bilinear_span(<const long long*>src, f, r0, r1, IH, IW, OH, OW, C, j.yl, j.yh, j.ly,
-                       j.xl, j.xh, j.lx, t, u)
+                       j.xl, j.xh, j.lx, t, u, j.stream)
 
 
 cdef int _fwd_run_nogil(FwdJob* j, int num_threads) noexcept nogil:
     """The resize on ``num_threads`` shares (at most one per output row), its bilinear rows'
     scratch allocated here; 1 when that scratch could not be allocated (nothing run)."""
     cdef int nt = <int>max(1, min(<Py_ssize_t>num_threads, j.B * j.OH))
+    j.stream = j.linear and not j.wide and j.B * j.OH * j.OW * j.C * 4 >= FWD_STREAM_BYTES
     j.work = NULL
     if j.linear:
         j.work = malloc(max(1, 2 * j.OW * j.C * nt) * (8 if j.wide else 4))
