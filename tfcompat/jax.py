@@ -12,6 +12,7 @@ new process. JAX is an optional dependency; ``import tfcompat`` never imports it
 """
 import ctypes
 import functools
+import os
 import threading
 
 import jax
@@ -52,7 +53,6 @@ def _library():
     with _lock:
         if _lib is None:
             from . import __version__
-            import os
             source = os.path.join(_native.CSRC, _SOURCE)
             include = jax.ffi.include_dir()
             who = "tfcompat.jax"
