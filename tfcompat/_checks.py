@@ -139,6 +139,21 @@ def front_flags(align_corners, half_pixel_centers):
                          "takes at most one of them")
 
 
+# TF's nearest resize refuses an input axis of 2^24 or more (its float32 coordinates)
+NEAREST_MAX_AXIS = 1 << 24
+
+
+def front_spatial(shape, h, w, nearest):
+    """A framework front's image height and width: non-zero, and below 2^24 for nearest (TF's
+    checks), refused in ``x``'s name with its whole ``shape``."""
+    if h == 0 or w == 0:
+        raise ValueError(f"x: got shape {tuple(shape)}; expected a non-zero height and width "
+                         "(TF: input image must be of non-zero size)")
+    if nearest and max(h, w) >= NEAREST_MAX_AXIS:
+        raise ValueError(f"x: got shape {tuple(shape)}; expected a height and width below "
+                         "2^24 (TF's nearest resize)")
+
+
 def choice(value, name, allowed):
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name}: got {value!r}; expected one of {list(allowed)}")

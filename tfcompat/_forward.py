@@ -14,8 +14,7 @@ from .kernel_names import RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR
 FORWARD_DTYPES = (ck.FLOAT32, ck.FLOAT64, ck.FLOAT16, ck.BFLOAT16, np.dtype(np.int8),
                   np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.uint16),
                   np.dtype(np.int32), np.dtype(np.int64))
-# TF's nearest resize refuses an input axis of 2^24 or more (its float32 coordinates)
-NEAREST_MAX_AXIS = 1 << 24
+NEAREST_MAX_AXIS = ck.NEAREST_MAX_AXIS
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ import jax
 import numpy as np
 
 from . import _checks as ck
-from . import _forward as fw
 from . import _native
 
 if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
@@ -129,12 +128,7 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     ck.front_flags(align_corners, half_pixel_centers)
     _check_platform(x)
     b, h, w, c = x.shape
-    if h == 0 or w == 0:
-        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a non-zero height and width "
-                         "(TF: input image must be of non-zero size)")
-    if nearest and max(h, w) >= fw.NEAREST_MAX_AXIS:
-        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a height and width below "
-                         "2^24 (TF's nearest resize)")
+    ck.front_spatial(x.shape, h, w, nearest)
     ck.check_size((b,) + size + (c,), "size", np.dtype(x.dtype).itemsize)
     return _resize(x, size, (h, w), nearest, bool(align_corners), bool(half_pixel_centers))
 

@@ -73,12 +73,7 @@ def _check_forward(x, size, align_corners, half_pixel_centers, nearest):
     size = ck.front_size(size, "size")
     ck.front_flags(align_corners, half_pixel_centers)
     h, w = x.shape[2], x.shape[3]
-    if h == 0 or w == 0:
-        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a non-zero height and width "
-                         "(TF: input image must be of non-zero size)")
-    if nearest and max(h, w) >= fw.NEAREST_MAX_AXIS:
-        raise ValueError(f"x: got shape {tuple(x.shape)}; expected a height and width below "
-                         "2^24 (TF's nearest resize)")
+    ck.front_spatial(x.shape, h, w, nearest)
     ck.check_size((x.shape[0], x.shape[1]) + size, "size", x.element_size())
     return size
 

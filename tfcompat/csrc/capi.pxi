@@ -196,6 +196,20 @@ cdef char* _copy_table(object a, char** cursor):
     return at
 
 
+cdef char* _alloc_tables(CPlan* p, object arrays) except NULL:
+    """p's one block for ``arrays`` (each at a 16-byte step; None takes none), its size in
+    p.nbytes; the block's start, for _copy_table. Frees p when there is no memory."""
+    cdef Py_ssize_t total = 0
+    for a in arrays:
+        total += ((_table_bytes(a) + 15) // 16) * 16
+    p.tables = <char*>malloc(max(total, 16))
+    if p.tables == NULL:
+        free(p)
+        raise MemoryError("tfcompat's C entry: a plan's tables")
+    p.nbytes = total
+    return p.tables
+
+
 cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
     """A plan copied from a cython-backend ResamplePlan (with the GIL)."""
     cdef CPlan* p = <CPlan*>calloc(1, sizeof(CPlan))
@@ -212,17 +226,9 @@ cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
     names = ("z_off", "z_src", "z_cnt", "z_w0", "z_w1", "y_off", "y_src", "y_cnt", "y_w0",
              "y_w1", "x_lo", "x_hi", "x_wlo", "x_whi", "x_off")
     arrays = [getattr(t, n) for n in names]
-    cdef Py_ssize_t total = 0
-    for a in arrays:
-        total += ((_table_bytes(a) + 15) // 16) * 16
-    p.tables = <char*>malloc(max(total, 16))
-    if p.tables == NULL:
-        free(p)
-        raise MemoryError("tfcompat's C entry: a plan's tables")
-    p.nbytes = total
+    cdef char* cur = _alloc_tables(p, arrays)
     p.args = k.args
     p.entry = k.entry
-    cdef char* cur = p.tables
     p.args.t.z_off = <const int32_t*>_copy_table(arrays[0], &cur)
     p.args.t.z_src = <const int32_t*>_copy_table(arrays[1], &cur)
     p.args.t.z_cnt = <const int32_t*>_copy_table(arrays[2], &cur)
@@ -269,15 +275,7 @@ cdef CPlan* _forward_plan_from(object plan, const TfcResampleSig* sig) except NU
     p.dx_count = j.B * j.OH * j.OW * j.C
     if p.empty or p.copy:
         return p
-    cdef Py_ssize_t total = 0
-    for a in plan.tables:
-        total += ((_table_bytes(a) + 15) // 16) * 16
-    p.tables = <char*>malloc(max(total, 16))
-    if p.tables == NULL:
-        free(p)
-        raise MemoryError("tfcompat's C entry: a plan's tables")
-    p.nbytes = total
-    cdef char* cur = p.tables
+    cdef char* cur = _alloc_tables(p, plan.tables)
     cdef char* ptrs[6]
     cdef int k = 0
     for a in plan.tables[:6]:
