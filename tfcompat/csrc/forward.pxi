@@ -61,6 +61,41 @@ cdef inline void _lerp_row(const fwd_src* row, const int32_t* x_lo, const int32_
             out[x * C + c] = tl + (<fwd_acc>b[c] - tl) * l
 
 
+cdef inline void _bilinear_row(const fwd_src* row_a, const fwd_src* row_b, const int32_t* x_lo,
+                               const int32_t* x_hi, const float* x_lerp, Py_ssize_t OW,
+                               Py_ssize_t C, fwd_acc yl, fwd_acc* out) noexcept nogil:
+    """One output row straight from its two input rows, the lerped values never stored: the
+    same operations as _lerp_row's top and bottom and the row's final lerp, so the same bits.
+    For a row whose input rows no other row of the share reads (a downscale)."""
+    cdef Py_ssize_t x, c
+    cdef const fwd_src* a0
+    cdef const fwd_src* a1
+    cdef const fwd_src* b0
+    cdef const fwd_src* b1
+    cdef fwd_acc l, ta, tb, t, u
+    if C == 1:
+        for x in range(OW):
+            l = <fwd_acc>x_lerp[x]
+            ta = <fwd_acc>row_a[x_lo[x]]
+            tb = <fwd_acc>row_b[x_lo[x]]
+            t = ta + (<fwd_acc>row_a[x_hi[x]] - ta) * l
+            u = tb + (<fwd_acc>row_b[x_hi[x]] - tb) * l
+            out[x] = t + (u - t) * yl
+        return
+    for x in range(OW):
+        a0 = row_a + x_lo[x] * C
+        a1 = row_a + x_hi[x] * C
+        b0 = row_b + x_lo[x] * C
+        b1 = row_b + x_hi[x] * C
+        l = x_lerp[x]
+        for c in range(C):
+            ta = <fwd_acc>a0[c]
+            tb = <fwd_acc>b0[c]
+            t = ta + (<fwd_acc>a1[c] - ta) * l
+            u = tb + (<fwd_acc>b1[c] - tb) * l
+            out[x * C + c] = t + (u - t) * yl
+
+
 cdef void _bilinear_span(const fwd_src* src, fwd_acc* dst, Py_ssize_t r0, Py_ssize_t r1,
                          Py_ssize_t IH, Py_ssize_t IW, Py_ssize_t OH, Py_ssize_t OW,
                          Py_ssize_t C, const int32_t* y_lo, const int32_t* y_hi,
@@ -78,6 +113,17 @@ cdef void _bilinear_span(const fwd_src* src, fwd_acc* dst, Py_ssize_t r0, Py_ssi
         y = r - b * OH
         row_lo = b * IH + y_lo[y]
         row_hi = b * IH + y_hi[y]
+        # neither input row held, and the next output row reads neither (a downscale): the
+        # output row in one pass, its lerped rows not stored (docs/performance.md#the-forward-
+        # resizes); a streamed output keeps the row path (tfc_lerp_row_stream)
+        if (not stream and row_lo != have_top and row_lo != have_bot and row_hi != have_top
+                and row_hi != have_bot
+                and (r + 1 >= r1 or y + 1 >= OH
+                     or (y_lo[y + 1] != y_lo[y] and y_lo[y + 1] != y_hi[y]
+                         and y_hi[y + 1] != y_lo[y] and y_hi[y + 1] != y_hi[y]))):
+            _bilinear_row(src + row_lo * IW * C, src + row_hi * IW * C, x_lo, x_hi, x_lerp, OW,
+                          C, <fwd_acc>y_lerp[y], dst + r * n)
+            continue
         # a row lerped for the previous output row is reused: as it was (upscaling repeats
         # rows) or moved from bottom to top (the next pair starts where the last ended)
         if row_lo != have_top:
