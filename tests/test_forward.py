@@ -54,6 +54,25 @@ def test_forward_equals_tf_bit_for_bit(case):
             assert same_bits(T.resize_nearest_neighbor(x, [oh, ow], **kw), want_n), kw
 
 
+@pytest.mark.parametrize("c", [31, 32, 64])
+def test_a_downscale_of_wide_pixels_equals_tf_bit_for_bit(c):
+    """A downscale's rows of 32 channels or more are made in one pass from the input rows
+    (docs/performance.md#the-forward-resizes), 31 row by row: TF's bits either way, where output
+    rows share input rows (40 -> 27) and where none do (2x, 3x, 36 -> 17), on 1-3 threads."""
+    tf = tf_or_skip()
+    rng = np.random.default_rng(c)
+    for dtype in (np.float32, np.float64, np.uint8):
+        x = _images(rng, 2, 40, 36, c, dtype)
+        for size in ([20, 18], [13, 12], [27, 24], [13, 17]):
+            for align, half in FLAGS:
+                kw = dict(align_corners=align, half_pixel_centers=half)
+                want = tf.raw_ops.ResizeBilinear(images=x, size=size, **kw).numpy()
+                for threads in (1, 2, 3):
+                    T.set_num_threads(threads)
+                    got = T.resize_bilinear(x, size, **kw)
+                    assert same_bits(got, want), (dtype, size, kw, threads)
+
+
 def test_a_streamed_output_equals_tf_bit_for_bit():
     """A float32 bilinear output of 32 MiB or more is written by streaming stores
     (docs/performance.md#the-forward-resizes): TF's bits still, on 1 and 2 threads, through the

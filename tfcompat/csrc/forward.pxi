@@ -22,6 +22,10 @@ cdef extern from "lerp.h":
 # output next (docs/performance.md#the-forward-resizes)
 cdef Py_ssize_t FWD_STREAM_BYTES = 32 << 20
 
+# a downscale's rows are made in one pass from pixels of this many channels up; narrower ones
+# go row by row, whose long final loop vectorizes better (docs/performance.md)
+cdef Py_ssize_t FWD_ONE_PASS_MIN_C = 32
+
 
 ctypedef fused fwd_src:
     float
@@ -66,22 +70,13 @@ cdef inline void _bilinear_row(const fwd_src* row_a, const fwd_src* row_b, const
                                Py_ssize_t C, fwd_acc yl, fwd_acc* out) noexcept nogil:
     """One output row straight from its two input rows, the lerped values never stored: the
     same operations as _lerp_row's top and bottom and the row's final lerp, so the same bits.
-    For a row whose input rows no other row of the share reads (a downscale)."""
+    For a row whose input rows no other row of the share reads (a downscale), C >= 32."""
     cdef Py_ssize_t x, c
     cdef const fwd_src* a0
     cdef const fwd_src* a1
     cdef const fwd_src* b0
     cdef const fwd_src* b1
     cdef fwd_acc l, ta, tb, t, u
-    if C == 1:
-        for x in range(OW):
-            l = <fwd_acc>x_lerp[x]
-            ta = <fwd_acc>row_a[x_lo[x]]
-            tb = <fwd_acc>row_b[x_lo[x]]
-            t = ta + (<fwd_acc>row_a[x_hi[x]] - ta) * l
-            u = tb + (<fwd_acc>row_b[x_hi[x]] - tb) * l
-            out[x] = t + (u - t) * yl
-        return
     for x in range(OW):
         a0 = row_a + x_lo[x] * C
         a1 = row_a + x_hi[x] * C
@@ -114,10 +109,11 @@ cdef void _bilinear_span(const fwd_src* src, fwd_acc* dst, Py_ssize_t r0, Py_ssi
         row_lo = b * IH + y_lo[y]
         row_hi = b * IH + y_hi[y]
         # neither input row held, and the next output row reads neither (a downscale): the
-        # output row in one pass, its lerped rows not stored (docs/performance.md#the-forward-
-        # resizes); a streamed output keeps the row path (tfc_lerp_row_stream)
-        if (not stream and row_lo != have_top and row_lo != have_bot and row_hi != have_top
-                and row_hi != have_bot
+        # output row in one pass, its lerped rows not stored, where pixels are wide enough for
+        # the inner loop (docs/performance.md#the-forward-resizes); a streamed output keeps the
+        # row path (tfc_lerp_row_stream)
+        if (not stream and C >= FWD_ONE_PASS_MIN_C and row_lo != have_top
+                and row_lo != have_bot and row_hi != have_top and row_hi != have_bot
                 and (r + 1 >= r1 or y + 1 >= OH
                      or (y_lo[y + 1] != y_lo[y] and y_lo[y + 1] != y_hi[y]
                          and y_hi[y + 1] != y_lo[y] and y_hi[y + 1] != y_hi[y]))):
