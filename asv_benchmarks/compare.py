@@ -281,10 +281,17 @@ def table(rows, markdown=False):
                _fmt(r["extra_MB"], ".1f")] for r in rows]
     if markdown:
         head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell
+    return render(head, body, markdown, 2)
+
+
+def render(head, body, markdown, labels):
+    """The rows as a Markdown table, or as aligned text: the first ``labels`` columns to the
+    left, the numbers to the right."""
+    if markdown:
         return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
                          + ["| " + " | ".join(b) + " |" for b in body])
     w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-    return "\n".join("  ".join(x[i].rjust(w[i]) if i > 1 else x[i].ljust(w[i])
+    return "\n".join("  ".join(x[i].ljust(w[i]) if i < labels else x[i].rjust(w[i])
                                for i in range(len(head))) for x in [head] + body)
 
 

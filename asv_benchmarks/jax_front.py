@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import impls as I
-from .compare import _median_interleaved
+from .compare import _median_interleaved, render
 from .shapes import RESIZE
 
 WORKLOADS = dict({"T0": ((1, 8, 8, 8), (1, 16, 16, 8))}, **RESIZE)
@@ -89,12 +89,7 @@ def table(rows, markdown=False):
              f(r["empty_ms"]),
              f((r["ours_direct_ms"] - r["empty_ms"] - r["direct_ms"]) * 1e3, ".1f")]
             for r in rows]
-    if markdown:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(b) + " |" for b in body])
-    w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-    return "\n".join("  ".join(x[i].ljust(w[i]) if i < 3 else x[i].rjust(w[i])
-                               for i in range(len(head))) for x in [head] + body)
+    return render(head, body, markdown, 3)
 
 
 def meta_line(threads, repeat, warmup):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from . import impls as I
-from .compare import _median_interleaved
+from .compare import _median_interleaved, render
 from .shapes import RESIZE
 
 # a tiny call: the per-call overhead (issue: at most 2x PyTorch's forward and backward)
@@ -112,9 +112,4 @@ def table(rows, markdown=False):
              f(r["torch_ms"]), f(r["torch_ms"] / r["ours_torch_ms"], ".2f"),
              f(r["ours_tf_ms"]), f(r["tf_ms"]), f(r["tf_ms"] / r["ours_tf_ms"], ".2f")]
             for r in rows]
-    if markdown:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(b) + " |" for b in body])
-    w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-    return "\n".join("  ".join(x[i].ljust(w[i]) if i < 4 else x[i].rjust(w[i])
-                               for i in range(len(head))) for x in [head] + body)
+    return render(head, body, markdown, 4)
