@@ -7,6 +7,12 @@ import pytest
 
 import tfcompat
 
+# TF's oneDNN optimizations are on by default only on some x86 CPUs (those with AVX512_VNNI,
+# AVX512_BF16 or AMX: not AMD Zen 3); TF's own switch turns them on everywhere, so that TF's
+# CPU kernels, the oracle, are the same kind on every CPU the suite runs on (Eigen's refuse
+# dilated conv gradients). Tests of the switch's other side set it to 0 themselves.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
 
 def pytest_addoption(parser):
     parser.addoption("--fuzz-cases", type=int, default=300, metavar="N",

@@ -176,8 +176,10 @@ def test_every_strategy_runs_here():
     machine = current_machine()
     ran = {c.values[0] for c in CASES}
     missing = [s.name for s in STRATEGIES if s.name not in ran]
+    # oneDNN's strategies need a fast matmul of some grid dtype (a brgemm kernel: AVX-512)
+    no_matmul = all(machine.gemm_type(np.dtype(d)) is None for d in DTYPES.values())
     for name in missing:
-        assert name.startswith("onednn") and not machine.onednn or name.endswith("tiles") \
+        assert name.startswith("onednn") and no_matmul or name.endswith("tiles") \
             and not machine.tiles, name
     if missing:
         pytest.skip(f"{', '.join(missing)} cannot run here, and their cases were not made "

@@ -5,9 +5,11 @@
  * own kernels, at 0), one kernel and dtype at a time: ResizeBilinearGrad and
  * ResizeNearestNeighborGrad in any dtype their op definitions allow, Conv2DBackpropInput in
  * float16, bfloat16, float32 and float64 (TF's int32 stays TF's). With TF's oneDNN
- * optimizations on (x86's default), TF rewrites a float32 or bfloat16 Conv2DBackpropInput into
+ * optimizations on (x86's default), TF rewrites a Conv2DBackpropInput of a dtype oneDNN runs on
+ * this CPU (float32, bfloat16, and float16 where the CPU has AVX512-FP16 or AMX-FP16) into
  * _MklNativeConv2DBackpropInput before it looks for a kernel, in eager mode and in graphs; ours
- * is registered for that op too, under the label TF's oneDNN kernels carry. Each call reads its
+ * is registered for that op too, for every dtype TF registers it for and under the label TF's
+ * kernels of it carry (tfcompat/tf.py reads both from TF's kernel registry). Each call reads its
  * inputs' shapes and dtypes into a signature, gets the plan of that signature through
  * tfcompat's C entry (csrc/capi.h: a cache lookup, or once per signature the policy layer
  * under the GIL, whose ValueError/TypeError message becomes TF's InvalidArgument), asks TF for
@@ -40,6 +42,15 @@ void tfc_tf_pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n);
 static const TfcApi* api = NULL;
 /* each kernel's calls, then the convs run through tfcompat's Python conv */
 static atomic_long calls[4];
+/* each kernel's calls by TF_DataType (of its output): what enable() checks, one dtype at a
+ * time, to report only the kernels that ran */
+#define TFC_DTYPE_SLOTS 64
+static atomic_long dtype_calls[3][TFC_DTYPE_SLOTS];
+
+static void count(int kernel, TF_DataType t) {
+    atomic_fetch_add(&calls[kernel], 1);
+    if ((int)t >= 0 && (int)t < TFC_DTYPE_SLOTS) atomic_fetch_add(&dtype_calls[kernel][t], 1);
+}
 
 /* The shares a call of this much work is split into: 1 (run on TF's calling thread) below
  * ``serial``, else one per thread of TF's intra-op pool, which runs them with the calling
@@ -174,7 +185,7 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
         TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, err);
         goto fail;
     }
-    atomic_fetch_add(&calls[k->kernel], 1);
+    count(k->kernel, out_type);
     goto done;
 fail:
     TF_OpKernelContext_Failure(ctx, s);
@@ -308,7 +319,7 @@ static void compute_conv(void* kp, TF_OpKernelContext* ctx) {
                                                                  : TF_INTERNAL, err);
         goto fail;
     }
-    atomic_fetch_add(&calls[TFC_CONV2D_BACKPROP_INPUT], 1);
+    count(TFC_CONV2D_BACKPROP_INPUT, type);
     if (!in_c) atomic_fetch_add(&calls[3], 1);
     goto done;
 fail:
@@ -323,7 +334,7 @@ done:
 }
 
 static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelConstruction*),
-               TF_DataType dtype, char* err, size_t errlen) {
+               TF_DataType dtype, const char* label, char* err, size_t errlen) {
     int conv = create_fn == create_conv;
     TF_Status* s = TF_NewStatus();
     TF_KernelBuilder* b = TF_NewKernelBuilder(op, "CPU", create_fn,
@@ -332,7 +343,7 @@ static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelC
     if (TF_GetCode(s) == TF_OK) {
         if (conv) TF_KernelBuilder_HostMemory(b, "input_sizes");
         /* the label TF's graph and eager rewrites give the oneDNN ops they make */
-        if (op[0] == '_') TF_KernelBuilder_Label(b, "MklNameChangeOp");
+        if (label != NULL && label[0] != 0) TF_KernelBuilder_Label(b, label);
         TF_KernelBuilder_Priority(b, 1);
         TF_RegisterKernelBuilder(name, b, s);
     } else {
@@ -349,11 +360,12 @@ static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelC
 
 /* Register kernel ``kernel`` (TFC_RESIZE_* or TFC_CONV2D_BACKPROP_INPUT) for dtype ``dtype`` (a
  * TF_DataType its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi);
- * ``onednn``: this TF has the _MklNativeConv2DBackpropInput op, which TF's oneDNN rewrite
- * makes of a float32 or bfloat16 Conv2DBackpropInput. Once per kernel and dtype (the caller
- * keeps count). 0, or non-zero with a message in err. */
-int tfc_plugin_register(const void* capi, int kernel, int dtype, int onednn, char* err,
-                        size_t errlen) {
+ * ``onednn_label``: NULL, or (the conv) the label of TF's _MklNativeConv2DBackpropInput kernel
+ * of this dtype, which TF's oneDNN rewrite hands a Conv2DBackpropInput of this dtype to: ours
+ * is registered for that op too. Once per kernel and dtype (the caller keeps count). 0, or
+ * non-zero with a message in err. */
+int tfc_plugin_register(const void* capi, int kernel, int dtype, const char* onednn_label,
+                        char* err, size_t errlen) {
     const TfcApi* a = (const TfcApi*)capi;
     TF_DataType t = (TF_DataType)dtype;
     if (a == NULL || a->abi_version != TFC_ABI_VERSION) {
@@ -366,16 +378,17 @@ int tfc_plugin_register(const void* capi, int kernel, int dtype, int onednn, cha
     }
     api = a;
     if (kernel == TFC_RESIZE_BILINEAR_GRAD)
-        return add("ResizeBilinearGrad", "TfcompatResizeBilinearGrad", create_bilinear, t, err,
-                   errlen);
+        return add("ResizeBilinearGrad", "TfcompatResizeBilinearGrad", create_bilinear, t, NULL,
+                   err, errlen);
     if (kernel == TFC_RESIZE_NEAREST_NEIGHBOR_GRAD)
         return add("ResizeNearestNeighborGrad", "TfcompatResizeNearestNeighborGrad",
-                   create_nearest, t, err, errlen);
-    if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, t, err, errlen))
+                   create_nearest, t, NULL, err, errlen);
+    if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, t, NULL, err,
+            errlen))
         return 1;
-    if (onednn && (t == TF_FLOAT || t == TF_BFLOAT16))
+    if (onednn_label != NULL)
         return add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
-                   create_conv, t, err, errlen);
+                   create_conv, t, onednn_label, err, errlen);
     return 0;
 }
 
@@ -383,4 +396,10 @@ int tfc_plugin_register(const void* capi, int kernel, int dtype, int onednn, cha
  * many of the convs ran through tfcompat's Python conv: what tells a test ours ran, and how. */
 long tfc_plugin_calls(int kernel) {
     return kernel >= 0 && kernel <= 3 ? atomic_load(&calls[kernel]) : -1;
+}
+
+/* How many calls kernel ``kernel`` has run whose output had TF_DataType ``dtype``. */
+long tfc_plugin_dtype_calls(int kernel, int dtype) {
+    if (kernel < 0 || kernel > 2 || dtype < 0 || dtype >= TFC_DTYPE_SLOTS) return -1;
+    return atomic_load(&dtype_calls[kernel][dtype]);
 }
