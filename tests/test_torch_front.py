@@ -218,6 +218,48 @@ def test_torch_compile_fullgraph_equals_eager():
     assert torch.equal(xc.grad, xe.grad)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_torch_compile_dynamic_traces_one_graph_for_every_shape(method):
+    """torch.compile(dynamic=True, fullgraph=True) over 8 shapes that vary the batch, the
+    channels, the height, the width and the output size: one graph (dynamo's frame counter;
+    the checks keep the symbolic sizes symbolic), and each call's forward and backward equal
+    to the eager call's bits. (Sizes of 1 are left out: dynamo specialises those itself.)"""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounterWithBackend
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+
+    def f(x, oh, ow):
+        y = tt.resize(x, (oh, ow), method, half_pixel_centers=True)
+        return (y * y).sum()
+
+    compiled = torch.compile(f, backend=counter, dynamic=True, fullgraph=True)
+    rng = torch.Generator().manual_seed(9)
+    shapes = [(2, 3, 8, 9, 5, 7), (3, 4, 10, 6, 12, 13), (3, 5, 7, 11, 20, 3),
+              (4, 2, 9, 9, 9, 9), (2, 6, 12, 5, 7, 8), (5, 3, 6, 13, 4, 17),
+              (3, 7, 14, 8, 16, 6), (2, 2, 5, 5, 11, 11)]
+    for b, c, h, w, oh, ow in shapes:
+        x = torch.randn(b, c, h, w, generator=rng)
+        xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+        lc, le = compiled(xc, oh, ow), f(xe, oh, ow)
+        lc.backward()
+        le.backward()
+        assert torch.equal(lc, le) and torch.equal(xc.grad, xe.grad), (b, c, h, w, oh, ow)
+    assert counter.frame_count == 1
+
+
+def test_the_memory_check_waits_for_real_tensors():
+    """A fake (meta) tensor of a high-resolution model traces without this machine's memory
+    check; the same call on a real tensor is refused before it allocates."""
+    huge = (1 << 13, 1 << 13)     # 1 TiB of float32
+    y = tt.resize(torch.empty(64, 64, 8, 8, device="meta"), huge)
+    assert y.shape == (64, 64) + huge
+    g = torch.ops.tfcompat.resize_bilinear_backward(torch.empty(64, 64, 8, 8, device="meta"),
+                                                    list(huge), False, False)
+    assert g.shape == (64, 64) + huge
+    with pytest.raises(MemoryError, match="size: an output of shape"):
+        tt.resize(torch.zeros(64, 64, 8, 8), huge)
+
 def test_module():
     m = tt.Resize((4, 6), "nearest", half_pixel_centers=True)
     assert repr(m) == ("Resize(size=(4, 6), method='nearest', align_corners=False, "

@@ -66,6 +66,10 @@ def as_bool(value, name):
 
 
 def as_int(value, name):
+    if type(value) is int:
+        # as it is: torch.compile's tracer shows a symbolic size as an int, and
+        # operator.index would specialise the graph to its value
+        return value
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name}: got {value!r}; expected an int")
     try:
@@ -149,7 +153,9 @@ def front_spatial(shape, h, w, nearest):
     if h == 0 or w == 0:
         raise ValueError(f"x: got shape {tuple(shape)}; expected a non-zero height and width "
                          "(TF: input image must be of non-zero size)")
-    if nearest and max(h, w) >= NEAREST_MAX_AXIS:
+    # (two comparisons, not max(): on torch.compile's symbolic sizes max() would guard on
+    # which axis is longer, and recompile when that changes)
+    if nearest and (h >= NEAREST_MAX_AXIS or w >= NEAREST_MAX_AXIS):
         raise ValueError(f"x: got shape {tuple(shape)}; expected a height and width below "
                          "2^24 (TF's nearest resize)")
 

@@ -65,28 +65,45 @@ def _check_tensor(t, name, dtypes, what):
                         f"{_names(dtypes)}")
 
 
-def _check_forward(x, size, align_corners, half_pixel_centers, nearest):
-    """The output's (height, width) of a valid forward call."""
+def _front_size(size, name):
+    """ck.front_size, with torch.compile's symbolic sizes kept symbolic: a torch.SymInt is
+    checked positive by comparison (a guard that holds for every positive size), where
+    converting it to an int would specialise the graph to its value and recompile per size."""
+    if (isinstance(size, (list, tuple)) and len(size) == 2
+            and any(isinstance(v, torch.SymInt) for v in size)):
+        if all(isinstance(v, torch.SymInt) or type(v) is int for v in size) and all(
+                v > 0 for v in size):
+            return tuple(size)
+        raise ValueError(f"{name}: got {size!r}; expected two positive ints [height, width]")
+    return ck.front_size(size, name)
+
+
+def _check_forward(x, size, align_corners, half_pixel_centers, nearest, real=True):
+    """The output's (height, width) of a valid forward call; ``real``: x has memory (not a fake
+    tensor being traced), so the output's size is checked against this machine's."""
     method = "nearest" if nearest else "bilinear"
     _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
                   f"tfcompat.torch.resize(method={method!r})")
-    size = ck.front_size(size, "size")
+    size = _front_size(size, "size")
     ck.front_flags(align_corners, half_pixel_centers)
     h, w = x.shape[2], x.shape[3]
     ck.front_spatial(x.shape, h, w, nearest)
-    ck.check_size((x.shape[0], x.shape[1]) + size, "size", x.element_size())
+    if real:
+        ck.check_size((x.shape[0], x.shape[1]) + size, "size", x.element_size())
     return size
 
 
-def _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest):
-    """The input's (height, width) of a valid backward call."""
+def _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest, real=True):
+    """The input's (height, width) of a valid backward call (``real`` as above)."""
     _check_tensor(grad, "grad", _FLOAT_TYPES, "the backward of tfcompat.torch.resize")
-    size = ck.front_size(input_size, "input_size")
+    size = _front_size(input_size, "input_size")
     ck.front_flags(align_corners, half_pixel_centers)
     if grad.shape[2] == 0 or grad.shape[3] == 0:
         raise ValueError(f"grad: got shape {tuple(grad.shape)}; expected a non-zero height and "
                          "width")
-    ck.check_size((grad.shape[0], grad.shape[1]) + size, "input_size", grad.element_size())
+    if real:
+        ck.check_size((grad.shape[0], grad.shape[1]) + size, "input_size",
+                      grad.element_size())
     return size
 
 
@@ -278,14 +295,17 @@ def _backward_runner(grad, input_size, align_corners, half_pixel_centers, neares
 
 # -- the operators --------------------------------------------------------------------------------
 
+# The fake kernels run while torch.compile traces, on fake tensors whose sizes may be symbolic:
+# the checks hold for every size the graph serves, and the memory check waits for real tensors.
 def _fake_forward(x, size, align_corners, half_pixel_centers, nearest):
-    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, nearest)
+    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, nearest, real=False)
     cl = _channels_last(x)
     return _empty((x.shape[0], x.shape[1], oh, ow), x, cl)
 
 
 def _fake_backward(grad, input_size, align_corners, half_pixel_centers, nearest):
-    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest)
+    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest,
+                           real=False)
     return _empty((grad.shape[0], grad.shape[1], h, w), grad, _channels_last(grad))
 
 
@@ -441,7 +461,7 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
             return _forward(x, size, align_corners, half_pixel_centers, nearest)
     _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
                   f"tfcompat.torch.resize(method={method!r})")
-    size = ck.front_size(size, "size")
+    size = _front_size(size, "size")
     ck.front_flags(align_corners, half_pixel_centers)
     if x.is_cpu and _eager(x):
         if x.requires_grad and torch.is_grad_enabled():
