@@ -244,6 +244,97 @@ def test_a_serialized_export_runs_in_a_fresh_process(tmp_path):
     assert out.stdout.strip() == np.asarray(f(x)).tobytes().hex()
 
 
+
+SHARDED = '''
+import json, os, sys
+N = int(sys.argv[1])
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={N}"
+import jax
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+import tfcompat.jax as tj
+
+out = {}
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2 * N, 9, 7, 2 * N)).astype(np.float32)
+v = rng.standard_normal(x.shape).astype(np.float32)
+SIZE = (13, 5)
+bits = lambda a, b: np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+for method in ("bilinear", "nearest"):
+    f = lambda x: tj.resize(x, SIZE, method, half_pixel_centers=True)
+    loss = lambda x: (f(x) ** 2).sum()
+    # grad of grad: the derivative of <grad(loss)(x), v>
+    ggv = lambda x, v: jax.grad(lambda x: (jax.grad(loss)(x) * v).sum())(x)
+    gg = lambda x: ggv(x, v)
+    ref = [np.asarray(jax.jit(fn)(x)) for fn in (f, jax.grad(loss), gg)]
+    r = out[method] = {}
+
+    # shard_map with its default checks (check_vma=True), forward, grad, grad of grad
+    mesh = jax.make_mesh((N,), ("b",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        xs = jax.device_put(x, P("b"))
+        sm = lambda fn: jax.jit(jax.shard_map(fn, in_specs=P("b"), out_specs=P("b")))
+        r["shard_map"] = [bits(sm(f)(xs), ref[0]), bits(sm(jax.grad(loss))(xs), ref[1]),
+                          bits(jax.jit(jax.shard_map(ggv, in_specs=(P("b"), P("b")),
+                                                     out_specs=P("b")))(
+                              xs, jax.device_put(v, P("b"))), ref[2])]
+        # a loss summed over shards: grad through the custom call of each shard
+        r["shard_map_global_grad"] = bits(jax.jit(jax.grad(
+            lambda x: (jax.shard_map(f, in_specs=P("b"), out_specs=P("b"))(x) ** 2).sum()))(xs),
+            ref[1])
+        # jit on the explicit-sharding mesh: the result keeps the batch sharding
+        y = jax.jit(f)(xs)
+        r["explicit"] = [bits(y, ref[0]), str(jax.typeof(y).sharding.spec),
+                         bits(jax.jit(jax.grad(loss))(xs), ref[1])]
+
+    # jit over NamedShardings of an auto mesh: batch, then channels
+    amesh = jax.make_mesh((N,), ("d",), axis_types=(AxisType.Auto,))
+    for name, spec in (("batch", P("d")), ("channels", P(None, None, None, "d"))):
+        xs = jax.device_put(x, NamedSharding(amesh, spec))
+        row = r[name] = {}
+        for what, fn, want in (("forward", f, ref[0]), ("grad", jax.grad(loss), ref[1])):
+            jf = jax.jit(fn)
+            y = jf(xs)
+            hlo = jf.lower(xs).compile().as_text()
+            row[what] = {"bits": bits(y, want), "spec": str(y.sharding.spec),
+                         "all_gather": "all-gather" in hlo,
+                         "per_device": [list(s.data.shape) for s in y.addressable_shards][:1]}
+    # pmap over the batch
+    xp = x.reshape(N, 2, *x.shape[1:])
+    r["pmap"] = bits(np.asarray(jax.pmap(f)(xp)).reshape(ref[0].shape), ref[0])
+    # vmap still folds its axis into the batch
+    r["vmap"] = bits(jax.jit(jax.vmap(f))(xp).reshape(ref[0].shape), ref[0])
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_sharded_calls_compute_each_shard_on_its_device_with_the_unsharded_bits(devices):
+    """On 2 and 4 host devices (a fresh process: XLA_FLAGS fixes the count at start), against
+    the same calls unsharded: shard_map with its default checks (forward, grad, grad of grad,
+    and a grad through a shard_map), jit on an explicit-sharding mesh, jit over batch- and
+    channel-sharded NamedShardings of an auto mesh (the compiled HLO holds no all-gather, each
+    device computes its shard, the result keeps the input's sharding), pmap and vmap: the
+    same bits."""
+    run = subprocess.run([sys.executable, "-c", SHARDED, str(devices)], capture_output=True,
+                         text=True, timeout=600, cwd=os.path.dirname(os.path.dirname(
+                             os.path.abspath(__file__))))
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = __import__("json").loads(run.stdout.strip().splitlines()[-1])
+    n = devices
+    for method in METHODS:
+        r = out[method]
+        assert r["shard_map"] == [True, True, True] and r["shard_map_global_grad"], method
+        assert r["explicit"] == [True, "P('b', None, None, None)", True], method
+        for name, spec, local in (("batch", "P('d',)", [2, 13, 5, 2 * n]),
+                                  ("channels", "P(None, None, None, 'd')", [2 * n, 13, 5, 2])):
+            fwd, grad = r[name]["forward"], r[name]["grad"]
+            assert fwd == {"bits": True, "spec": spec, "all_gather": False,
+                           "per_device": [local]}, (method, name)
+            assert grad["bits"] and grad["spec"] == spec and not grad["all_gather"]
+        assert r["pmap"] and r["vmap"], method
+
 def test_identity_and_empty_inputs():
     # an image resized to its own size: TF's cast, so an infinity stays one
     x = jnp.asarray([[[[1.0], [np.inf]], [[2.0], [3.0]]]])

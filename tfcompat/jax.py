@@ -16,6 +16,7 @@ import os
 import threading
 
 import jax
+import jax.custom_batching
 import numpy as np
 
 from . import _checks as ck
@@ -141,11 +142,76 @@ def _call(kernel, x, out_hw, align_corners, half_pixel_centers):
     shape = tuple(x.shape[:-3]) + tuple(out_hw) + (x.shape[-1],)
     if 0 in shape:
         return jax.numpy.zeros(shape, x.dtype)
+    return _op(kernel, tuple(out_hw), bool(align_corners), bool(half_pixel_centers))(x)
+
+
+def _spatial_unsharded(spec, ndim):
+    """A PartitionSpec's entries for an [..., B, H, W, C] array with H and W unsharded (each
+    output pixel reads a neighbourhood of input rows and columns); batch and channels keep
+    theirs."""
+    entries = list(spec) + [None] * (ndim - len(spec))
+    entries[-3] = entries[-2] = None
+    return jax.sharding.PartitionSpec(*entries)
+
+
+def _ffi(x, kernel, out_hw, align_corners, half_pixel_centers):
+    """The custom call on x as it is (a shard, under a partitioning). Its result type carries
+    x's: the manual axes it varies over (inside shard_map) and, on a mesh its type names
+    (shard_map's, an explicit-sharding mesh), x's sharding with H and W unsharded."""
+    aval = jax.typeof(x)
+    shape = tuple(x.shape[:-3]) + tuple(out_hw) + (x.shape[-1],)
+    sharding = getattr(aval, "sharding", None)
+    out_sharding = None
+    if isinstance(sharding, jax.sharding.NamedSharding) and not sharding.mesh.empty:
+        out_sharding = jax.sharding.NamedSharding(sharding.mesh,
+                                                  _spatial_unsharded(sharding.spec, x.ndim))
+    result = jax.ShapeDtypeStruct(shape, x.dtype, sharding=out_sharding,
+                                  manual_axis_type=getattr(aval, "manual_axis_type", None))
     # vmap: the batched operand goes to the same handler with its leading axes (folded there)
-    return jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(shape, x.dtype),
-                            vmap_method="broadcast_all")(
-        x, kernel=np.int32(kernel), align_corners=bool(align_corners),
-        half_pixel_centers=bool(half_pixel_centers))
+    return jax.ffi.ffi_call(TARGET, result, vmap_method="broadcast_all")(
+        x, kernel=np.int32(kernel), align_corners=align_corners,
+        half_pixel_centers=half_pixel_centers)
+
+
+@functools.lru_cache(maxsize=None)
+def _op(kernel, out_hw, align_corners, half_pixel_centers):
+    """The custom call with a partitioning rule: under ``jit`` a batch- or channel-sharded x is
+    computed shard by shard, each device its own (no all-gather); an H or W sharding is undone
+    first. ``custom_vmap`` gives vmap the handler's folding of leading axes (custom_partitioning
+    has no batching rule of its own)."""
+    from jax.experimental.custom_partitioning import custom_partitioning
+
+    def local(x):
+        return _ffi(x, kernel, out_hw, align_corners, half_pixel_centers)
+
+    partitioned = custom_partitioning(local)
+
+    def shardings(mesh, arg_shapes):
+        x = arg_shapes[0]
+        spec = getattr(x.sharding, "spec", jax.sharding.PartitionSpec())
+        return jax.sharding.NamedSharding(mesh, _spatial_unsharded(spec, len(x.shape)))
+
+    def partition(mesh, arg_shapes, result_shape):
+        s = shardings(mesh, arg_shapes)
+        return mesh, local, s, (s,)
+
+    def infer(mesh, arg_shapes, result_shape):
+        return shardings(mesh, arg_shapes)
+
+    partitioned.def_partition(partition, infer_sharding_from_operands=infer,
+                              sharding_rule="... h w c -> ... oh ow c",
+                              need_replication_factors=("h", "w", "oh", "ow"))
+
+    @jax.custom_batching.custom_vmap
+    def op(x):
+        return partitioned(x)
+
+    @op.def_vmap
+    def _batched(axis_size, in_batched, x):
+        # the batch axis comes first: one more leading axis, folded by the handler
+        return op(x), in_batched[0]
+
+    return op
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
