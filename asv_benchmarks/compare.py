@@ -416,9 +416,15 @@ def _jax_main(args):
                          args.workloads.split(",") if args.workloads else None)
     print(jax_front.meta_line(args.threads, args.repeat, args.warmup))
     print(jax_front.table(rows, args.markdown))
+    # the batch sharded over 2 host devices against 1: the first workload asked for whose
+    # batch 2 devices divide (T0's batch is 1), else R1
+    even = [w for w in (args.workloads.split(",") if args.workloads else ["R1"])
+            if jax_front.WORKLOADS[w][0][0] % 2 == 0]
+    sharded = jax_front.sharded(args.repeat, args.warmup, 2, (even or ["R1"])[0])
+    print(jax_front.sharded_table(sharded, args.markdown))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
+            json.dump({"rows": rows, "sharded": sharded}, f, indent=1)
     return 0
 
 

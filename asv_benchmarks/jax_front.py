@@ -9,8 +9,16 @@ under ``jax.jit``: the forward, and the backward (the jitted vjp given a cotange
 - ``direct``: tfcompat's own NumPy call of the same kernel (``tfcompat.resize_bilinear`` ...),
   and ``empty``: a jitted negation of the input (JAX's dispatch of one small computation). The
   issue's overhead target on T0: ours at most ``empty + direct + 2 us``.
+
+The sharded rows (:func:`sharded`): one workload's forward and backward under ``jit``, its
+batch sharded over ``devices`` host devices against the same call on one device, timed
+interleaved in a process of its own (XLA fixes the host device count when it starts).
 """
+import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -77,6 +85,59 @@ def run(repeat, threads, warmup, workloads=None):
                 row["direct_ms"], row["empty_ms"] = t["direct"] * 1e3, t["empty"] * 1e3
                 rows.append(row)
     return rows
+
+
+def sharded(repeat, warmup, devices=2, workload="R1"):
+    """Rows of the sharded calls (see above), run in a subprocess with ``devices`` host
+    devices."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    env = dict(os.environ, XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count="
+                                     f"{devices}".strip())
+    code = ("import json; from asv_benchmarks import jax_front as J; "
+            f"print(json.dumps(J._sharded_rows({repeat}, {warmup}, {devices}, {workload!r})))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=root)
+    if run.returncode != 0:
+        raise RuntimeError(f"the sharded rows' process failed: {run.stderr[-2000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _sharded_rows(repeat, warmup, devices, workload):
+    import jax
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+    import tfcompat.jax as tj
+    mesh = jax.make_mesh((devices,), ("d",), axis_types=(AxisType.Auto,),
+                         devices=jax.devices()[:devices])
+    (b, h, w, c), (_, oh, ow, _) = WORKLOADS[workload]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((b, h, w, c)).astype(np.float32)
+    g = rng.standard_normal((b, oh, ow, c)).astype(np.float32)
+    one = [jax.device_put(a, jax.devices()[0]) for a in (x, g)]
+    split = [jax.device_put(a, NamedSharding(mesh, P("d"))) for a in (x, g)]
+    rows = []
+    for method in METHODS:
+        f = lambda t, method=method: tj.resize(t, (oh, ow), method, half_pixel_centers=True)
+        calls = {"forward": jax.jit(lambda t, u: f(t)),
+                 "backward": jax.jit(lambda t, u: jax.vjp(f, t)[1](u)[0])}
+        for p, fn in calls.items():
+            same = np.asarray(fn(*one)).tobytes() == np.asarray(fn(*split)).tobytes()
+            t = _median_interleaved({"one": lambda: fn(*one).block_until_ready(),
+                                     "sharded": lambda: fn(*split).block_until_ready()},
+                                    repeat, warmup)
+            rows.append({"workload": workload, "mode": f"{method} half", "pass": p,
+                         "devices": devices, "one_ms": t["one"] * 1e3,
+                         "sharded_ms": t["sharded"] * 1e3, "same_bits": same})
+    return rows
+
+
+def sharded_table(rows, markdown=False):
+    head = ["workload", "mode", "pass", "1 device ms", "batch over N devices ms", "N",
+            "1 device / N", "same bits"]
+    body = [[r["workload"], r["mode"], r["pass"], f"{r['one_ms']:.3f}", f"{r['sharded_ms']:.3f}",
+             str(r["devices"]), f"{r['one_ms'] / r['sharded_ms']:.2f}", str(r["same_bits"])]
+            for r in rows]
+    return render(head, body, markdown, 3)
 
 
 def table(rows, markdown=False):

@@ -335,6 +335,7 @@ def test_sharded_calls_compute_each_shard_on_its_device_with_the_unsharded_bits(
             assert grad["bits"] and grad["spec"] == spec and not grad["all_gather"]
         assert r["pmap"] and r["vmap"], method
 
+
 def test_identity_and_empty_inputs():
     # an image resized to its own size: TF's cast, so an infinity stays one
     x = jnp.asarray([[[[1.0], [np.inf]], [[2.0], [3.0]]]])
@@ -405,7 +406,8 @@ def test_a_direct_custom_call_with_a_bad_kernel_is_an_error_not_a_crash():
 
 def test_compare_jax_command_prints_every_row():
     """``python -m asv_benchmarks.compare jax`` end to end on T0: a row per method and pass,
-    each with its times (no time asserted)."""
+    each with its times, and the sharded rows (the batch over 2 host devices, the same bits;
+    no time asserted)."""
     import contextlib
     import io
     from asv_benchmarks import compare
@@ -415,8 +417,12 @@ def test_compare_jax_command_prints_every_row():
                                "--markdown"])
     assert status == 0
     rows = [[c.strip() for c in line.strip("|").split("|")]
-            for line in out.getvalue().splitlines() if line.startswith("| T0")]
-    assert {(r[1], r[2]) for r in rows} == {(f"{m} half", p) for m in METHODS
-                                            for p in ("forward", "backward")}
-    for r in rows:
+            for line in out.getvalue().splitlines() if line.startswith(("| T0", "| R1"))]
+    assert len(rows) == 8       # the front's four on T0, then the sharded four (R1: T0's batch
+    for part in (rows[:4], rows[4:]):                           # is 1)
+        assert {(r[1], r[2]) for r in part} == {(f"{m} half", p) for m in METHODS
+                                                for p in ("forward", "backward")}
+    for r in rows[:4]:
         assert all(float(v) > 0 for v in r[3:5] + r[6:9]), r
+    for r in rows[4:]:
+        assert r[5] == "2" and r[7] == "True" and all(float(v) > 0 for v in r[3:5]), r
