@@ -256,7 +256,7 @@ import tfcompat.jax as tj
 
 out = {}
 rng = np.random.default_rng(0)
-x = rng.standard_normal((2 * N, 9, 7, 2 * N)).astype(np.float32)
+x = rng.standard_normal((2 * N, 4 * N, 7, 2 * N)).astype(np.float32)
 v = rng.standard_normal(x.shape).astype(np.float32)
 SIZE = (13, 5)
 bits = lambda a, b: np.asarray(a).tobytes() == np.asarray(b).tobytes()
@@ -287,6 +287,11 @@ for method in ("bilinear", "nearest"):
         y = jax.jit(f)(xs)
         r["explicit"] = [bits(y, ref[0]), str(jax.typeof(y).sharding.spec),
                          bits(jax.jit(jax.grad(loss))(xs), ref[1])]
+        # an explicit H sharding: undone before the call, the gradient sharded as x is
+        xh = jax.device_put(x, P(None, "b"))
+        gh = jax.jit(jax.grad(loss))(xh)
+        r["explicit_h"] = [bits(jax.jit(f)(xh), ref[0]), bits(gh, ref[1]),
+                           str(jax.typeof(gh).sharding.spec)]
 
     # jit over NamedShardings of an auto mesh: batch, then channels
     amesh = jax.make_mesh((N,), ("d",), axis_types=(AxisType.Auto,))
@@ -313,7 +318,8 @@ print(json.dumps(out))
 def test_sharded_calls_compute_each_shard_on_its_device_with_the_unsharded_bits(devices):
     """On 2 and 4 host devices (a fresh process: XLA_FLAGS fixes the count at start), against
     the same calls unsharded: shard_map with its default checks (forward, grad, grad of grad,
-    and a grad through a shard_map), jit on an explicit-sharding mesh, jit over batch- and
+    and a grad through a shard_map), jit on an explicit-sharding mesh (batch, and H: undone
+    before the call), jit over batch- and
     channel-sharded NamedShardings of an auto mesh (the compiled HLO holds no all-gather, each
     device computes its shard, the result keeps the input's sharding), pmap and vmap: the
     same bits."""
@@ -327,6 +333,7 @@ def test_sharded_calls_compute_each_shard_on_its_device_with_the_unsharded_bits(
         r = out[method]
         assert r["shard_map"] == [True, True, True] and r["shard_map_global_grad"], method
         assert r["explicit"] == [True, "P('b', None, None, None)", True], method
+        assert r["explicit_h"] == [True, True, "P(None, 'b', None, None)"], method
         for name, spec, local in (("batch", "P('d',)", [2, 13, 5, 2 * n]),
                                   ("channels", "P(None, None, None, 'd')", [2 * n, 13, 5, 2])):
             fwd, grad = r[name]["forward"], r[name]["grad"]

@@ -131,6 +131,12 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     b, h, w, c = x.shape
     ck.front_spatial(x.shape, h, w, nearest)
     ck.check_size((b,) + size + (c,), "size", np.dtype(x.dtype).itemsize)
+    sharding = getattr(jax.typeof(x), "sharding", None)
+    if (isinstance(sharding, jax.sharding.NamedSharding) and not sharding.mesh.empty
+            and any(e is not None for e in tuple(sharding.spec)[1:3])):
+        # an explicit H or W sharding (a type) is undone before the call, where JAX
+        # differentiates it: the custom call's own types have H and W unsharded
+        x = jax.sharding.reshard(x, _spatial_unsharded(sharding.spec, x.ndim))
     return _resize(x, size, (h, w), nearest, bool(align_corners), bool(half_pixel_centers))
 
 
