@@ -389,6 +389,34 @@ def test_python_lists_as_tf_takes_them():
     assert_close(got, want, scale, np.float32, CONV_TOL)
 
 
+
+@pytest.mark.parametrize("filter_kind, dy_kind", [
+    ("float64", "list"), ("list", "float64"), ("float16", "list"), ("list", "float16"),
+    ("list", "tensor float64"), ("list", "list")])
+def test_a_list_beside_an_array_binds_as_tf_s_raw_op_binds_it(filter_kind, dy_kind):
+    """Conv2DBackpropInput's filter and out_backprop share TF's type attribute T: with a Python
+    list among them, T is the first TF tensor's dtype, else the first input's (a list:
+    float32), and the rest convert to it. tfcompat's dtype is TF's, its values within the
+    conv's tolerance of TF's result on the same arguments."""
+    rng = np.random.default_rng(18)
+    w = rng.standard_normal((3, 3, 3, 4))
+    d = rng.standard_normal((2, 5, 4, 4))
+
+    def arg(kind, a):
+        if kind == "list":
+            return a.tolist()
+        if kind.startswith("tensor"):
+            return tf.constant(a.astype(kind.split()[1]))
+        return a.astype(kind)
+
+    kw = dict(strides=[1, 2, 2, 1], padding="SAME")
+    got = T.conv2d_backprop_input([2, 9, 7, 3], arg(filter_kind, w), arg(dy_kind, d), **kw)
+    want = tf.raw_ops.Conv2DBackpropInput(input_sizes=[2, 9, 7, 3], filter=arg(filter_kind, w),
+                                          out_backprop=arg(dy_kind, d), **kw).numpy()
+    assert got.dtype == want.dtype
+    scale = T.conv2d_backprop_input([2, 9, 7, 3], np.abs(w), np.abs(d), backend="numpy", **kw)
+    assert_close(got, want, scale, got.dtype, CONV_TOL)
+
 @pytest.mark.parametrize("case", ["valid_empty", "nearest_empty", "filter_no_taps"])
 def test_edge_inputs_as_tf_answers_them(case):
     """The reproducers of docs/semantics.md §7's edge inputs, TF's answer beside ours."""

@@ -553,6 +553,37 @@ def test_conv_invalid_inputs_raise_tf_errors_in_tfcompat_s_words():
     assert out["ok"] == [1, 6, 6, 4] and out["ops"] == ["Conv2DBackpropInput"]
 
 
+def test_errors_name_tf_s_arguments_with_tf_s_error_classes():
+    """Inside TF an error names the raw op's argument (``size``, ``input_sizes``,
+    ``padding``) and takes TF's class: an output this machine cannot hold is
+    ResourceExhaustedError (as TF answers out of memory), a bad shape InvalidArgumentError."""
+    out = _run('''
+        ttf.enable("all")
+        def error(f):
+            try:
+                f()
+                return None
+            except tf.errors.OpError as exc:
+                return [type(exc).__name__, exc.message]
+        w, dy = np.ones((3, 3, 4, 5)), np.ones((1, 6, 6, 5))
+        # 2^38 values of the nearest grad: 1 TiB of float32 (below the 2^40 values refused
+        # as impossible, above this machine's memory)
+        msgs = [error(lambda: tf.raw_ops.ResizeNearestNeighborGrad(
+                    grads=np.ones((1, 4, 4, 1), np.float32), size=[1 << 20, 1 << 18])),
+                error(lambda: tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=[1000, 1000, 1000, 4], filter=w, out_backprop=dy,
+                    strides=[1, 1, 1, 1], padding="SAME")),
+                error(lambda: tf.raw_ops.Conv2DBackpropInput(
+                    input_sizes=[1, 7, 7, 4], filter=w.astype(np.float32),
+                    out_backprop=dy.astype(np.float32), strides=[1, 1, 1, 1],
+                    padding="SAME"))]
+        print(json.dumps({"msgs": msgs}))
+    ''')
+    (c0, m0), (c1, m1), (c2, m2) = out["msgs"]
+    assert c0 == "ResourceExhaustedError" and "} size: an output of shape" in m0
+    assert c1 == "ResourceExhaustedError" and "} input_sizes: an output of shape" in m1
+    assert c2 == "InvalidArgumentError" and "padding 'SAME'" in m2 and "explicit_paddings" not in m2
+
 def test_kernels_run_on_tf_s_intra_op_pool_without_threads_of_their_own():
     """Inside TF our kernels' shares run on TF's intra-op pool (docs/architecture.md#inside-
     tensorflow): eight large resize grads in one tf.function, and a conv, start no thread

@@ -47,7 +47,7 @@ def resample_plan(kernel, dy_dtype, out_dtype, dy_shape, image_shape, align_corn
                                     half_pixel_centers, nearest)
         if front:
             layout = dataclasses.replace(layout, dy_dtype=dy_dtype)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, MemoryError) as exc:
         raise type(exc)(rename(name, str(exc))) from None
     return _cb.resample_plan(layout)
 
@@ -186,7 +186,7 @@ def conv_plan(dtype, dy_shape, filter_shape, sizes_rank, input_sizes, sizes_coun
                                     w, dy, strides, padding, explicit_paddings, data_format,
                                     dilations)
         p = cp.conv_problem({"dy": dy, "filter": w}, attrs)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, MemoryError) as exc:
         raise type(exc)(rename(CONV2D_BACKPROP_INPUT, str(exc))) from None
     out = ConvCPlan(p, p.out_shape, math.prod(p.out_shape) * p.dtype.itemsize)
     if p.empty:

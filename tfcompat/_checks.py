@@ -122,13 +122,14 @@ def as_float_tuple(value, name, length):
 
 
 def front_size(size, name, note=""):
-    """A framework front's output size: two positive ints (a list, tuple or torch.Size)."""
+    """A framework front's output size: two positive ints (a list, tuple or torch.Size). A
+    value that is not an int is a TypeError naming it, as in the NumPy API (as_int)."""
     if isinstance(size, (list, tuple)) and len(size) == 2:
         try:
             pair = tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(size))
-        except TypeError:
-            pair = None
-        if pair is not None and pair[0] > 0 and pair[1] > 0:
+        except TypeError as exc:
+            raise TypeError(f"{exc}{note}") from None
+        if pair[0] > 0 and pair[1] > 0:
             return pair
     raise ValueError(f"{name}: got {size!r}; expected two positive ints [height, width]{note}")
 

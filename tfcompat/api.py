@@ -33,6 +33,8 @@ _NAMES = {
 }
 _PATTERNS = {k: re.compile(r"(?<![\w.'\"])(" + "|".join(map(re.escape, v)) + r")(?![\w])")
              for k, v in _NAMES.items()}
+# a string pad is TF's ``padding`` attribute, not its explicit_paddings
+_PAD_STRING = re.compile(r"(?<![\w.'\"])pad '(same|valid)'")
 
 
 def _run(kernel_name, backend, inputs, attrs):
@@ -56,6 +58,8 @@ def rename(kernel_name, message):
     if kernel_name not in _NAMES:
         return message
     names = _NAMES[kernel_name]
+    if kernel_name == CONV2D_BACKPROP_INPUT:
+        message = _PAD_STRING.sub(lambda m: f"padding '{m.group(1).upper()}'", message)
     return _PATTERNS[kernel_name].sub(lambda m: names[m.group(1)], message)
 
 
@@ -186,9 +190,30 @@ def conv2d_backprop_input(input_sizes, filter, out_backprop, *, strides, padding
     (with 8 ``explicit_paddings`` in data order). NHWC and NCHW, dilations and strides together,
     on every CPU. dtypes float16, bfloat16 (computed in float32), float32, float64.
     """
+    filter, out_backprop = _one_type(filter, out_backprop)
     attrs = _conv.functional_attrs(input_sizes, filter, out_backprop, strides, padding,
                                    explicit_paddings, data_format, dilations)
     return _run(CONV2D_BACKPROP_INPUT, backend, {"dy": out_backprop, "filter": filter}, attrs)
+
+
+def _one_type(*values):
+    """Inputs of one type attribute (the conv's T: filter, then out_backprop) as TF's raw op
+    binds them when one is a Python list, tuple or number: T is the dtype of the first TF
+    tensor among them, else of the first input (a Python value: float32), and the others are
+    converted to it (a list beside a float64 filter is float64). Without a Python value the
+    dtypes must agree (tfcompat's TypeError; TF would cast a NumPy array)."""
+    python = [isinstance(v, (list, tuple, int, float)) and not isinstance(v, bool)
+              for v in values]
+    if not any(python):
+        return values
+    arrays = [ck.as_array(v, name) for v, name in zip(values, ("filter", "out_backprop"))]
+    tensors = [a for v, a in zip(values, arrays) if type(v).__module__.startswith("tensorflow")]
+    dtype = (tensors or arrays)[0].dtype
+    if dtype not in ck.FLOAT_DTYPES:     # (the conv's dtype error names it)
+        return values
+    # a Python value straight to T, as TF converts it (not through float32)
+    return tuple(np.asarray(v, dtype) if p else a.astype(dtype, copy=False)
+                 for v, a, p in zip(values, arrays, python))
 
 
 def conv_strategy(input_sizes, filter, out_backprop, *, strides, padding, explicit_paddings=(),

@@ -80,8 +80,9 @@ typedef struct TfcPlan TfcPlan;
 typedef struct {
     int32_t abi_version;
     /* The plan of a signature, with a reference the caller gives back with plan_release.
-     * Returns 0, or non-zero with a message in err (the policy layer's ValueError or
-     * TypeError: the input is invalid) and *plan NULL. Takes the GIL on a cache miss; never
+     * Returns 0, or non-zero with a message in err and *plan NULL: 1, the policy layer's
+     * ValueError or TypeError (the input is invalid); 2, its MemoryError (the output cannot
+     * fit in this machine's memory). Takes the GIL on a cache miss; never
      * while the interpreter is finalizing (an error then). */
     int (*resample_plan)(const TfcResampleSig* sig, TfcPlan** plan, char* err, size_t errlen);
     /* dx = the plan's resize of dy on num_threads threads (dy and dx: C-contiguous, the

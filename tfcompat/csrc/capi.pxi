@@ -333,7 +333,7 @@ cdef int _build_plan(const TfcResampleSig* sig, TfcPlan** out, char* err, size_t
         msg = str(exc).encode("utf-8", "replace")
         _error(err, errlen, <const char*>msg)
         out[0] = NULL
-        return 1
+        return 2 if isinstance(exc, MemoryError) else 1
     _cache_put(p)
     out[0] = <TfcPlan*>p
     return 0

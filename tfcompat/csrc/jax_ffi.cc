@@ -85,8 +85,10 @@ ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBu
         "channels]");
   char err[2048];
   TfcPlan* plan = nullptr;
-  if (api->resample_plan(&sig, &plan, err, sizeof err) != 0)
-    return ffi::Error::InvalidArgument(err);
+  int rc = api->resample_plan(&sig, &plan, err, sizeof err);
+  if (rc != 0)
+    return rc == 2 ? ffi::Error(ffi::ErrorCode::kResourceExhausted, err)
+                   : ffi::Error::InvalidArgument(err);
   // shares: tfcompat's thread count (set_num_threads), at most the pool's threads; no pool
   // (an XLA without one): tfcompat's team
   int threads = 1;
@@ -98,7 +100,7 @@ ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBu
       api->set_thread_pool(pool_run, &pool);
     }
   }
-  int rc = api->resample_run(plan, x.untyped_data(), y->untyped_data(), threads, err,
+  rc = api->resample_run(plan, x.untyped_data(), y->untyped_data(), threads, err,
                              sizeof err);
   api->set_thread_pool(nullptr, nullptr);
   api->plan_release(plan);

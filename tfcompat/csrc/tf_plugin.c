@@ -168,7 +168,8 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
     }
     int rc = api->resample_plan(&sig, &plan, err, sizeof err);
     if (rc != 0) {
-        TF_SetStatus(s, TF_INVALID_ARGUMENT, err);
+        /* TF answers an output it cannot allocate with ResourceExhausted */
+        TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : TF_INVALID_ARGUMENT, err);
         goto fail;
     }
     /* the policy layer proved the image rank 4 */
