@@ -10,15 +10,17 @@ import numpy as np
 
 def summarize(records, peers=()):
     """Rows of (kernel, backend, dtype, device, cases, passed, failed, differs, findings, n/a or
-    self-check, worst norm err, worst ULP); a finding (a difference from an oracle that stands
+    self-check, worst norm err, worst ULP, oracles: {oracle: cases it judged}); a finding (a difference from an oracle that stands
     in for TF) is not a failure, nor is a peer's difference (its ``differs``; its ``failed``
     is None)."""
     groups = OrderedDict()
     for r in sorted(records, key=lambda r: (r["kernel"], r["backend"], r["dtype"], r["device"])):
         key = (r["kernel"], r["backend"], r["dtype"], r["device"])
         g = groups.setdefault(key, {"cases": 0, "passed": 0, "findings": 0, "unjudged": 0,
-                                    "worst": 0.0, "ulp": None})
+                                    "worst": 0.0, "ulp": None, "oracles": OrderedDict()})
         g["cases"] += 1
+        oracle = r.get("oracle") or "none"
+        g["oracles"][oracle] = g["oracles"].get(oracle, 0) + 1
         g["passed"] += bool(r["passed"])
         g["findings"] += not r["passed"] and bool(r.get("finding"))
         g["unjudged"] += r["outcome"] in ("n/a", "self-check")
@@ -31,29 +33,43 @@ def summarize(records, peers=()):
         bad = g["cases"] - g["passed"] - g["findings"]
         peer = k[1] in peers
         out.append((k[0], k[1], k[2], k[3], g["cases"], g["passed"], None if peer else bad,
-                    bad if peer else None, g["findings"], g["unjudged"], g["worst"], g["ulp"]))
+                    bad if peer else None, g["findings"], g["unjudged"], g["worst"], g["ulp"],
+                    dict(sorted(g["oracles"].items()))))
     return out
 
 
 HEADER = ("kernel", "backend", "dtype", "device", "cases", "passed", "failed", "differs",
-          "findings", "n/a or self-check", "worst |err|/S", "worst ULP")
+          "findings", "n/a or self-check", "worst |err|/S", "worst ULP", "oracle (cases)")
 
 # what the table's columns mean, printed under it
-LEGEND = ("failed: tfcompat's own backends out of tolerance (or not bit for bit where TF's bits "
-          "are required); differs: a peer framework's results that differ from TF (findings "
-          "about that framework, not failures). worst |err|/S: the largest error over S, the "
-          "same backward applied to |dy| (the metric, docs/semantics.md §9); inf: an infinite "
-          "or NaN result where TF's is finite, or the wrong shape. worst ULP: the largest "
-          "distance from TF's float result in units in the last place; where sums cancel near "
-          "zero it is large though the error is tiny against S (the float64 numpy reference "
-          "rounds once where TF's float32 sums round at every add).")
+LEGEND = ("kernel: the registry's name (TF's op). backend: who computed it (cython and numpy "
+          "are tfcompat's; tf-plugin, jax-front: TF's ops with tfcompat.tf.enable(), the JAX "
+          "front; others: peer frameworks). dtype: the case's dtype. device: where the oracle "
+          "ran (cpu, a GPU's). cases: results in the "
+          "row; passed: judged equal to the oracle (bit for bit where TF's bits are required, "
+          "else within the metric), or not judged (the next column). failed: tfcompat's own "
+          "backends out of tolerance, not bit for bit where TF's bits are required, raising, or "
+          "(tf-plugin) answered by TF's own kernel; differs: a peer framework's results that "
+          "differ from TF (findings about that framework, not failures). findings: differences "
+          "from an oracle that stands in for TF (PyTorch where TF lacks the mode), reported, "
+          "not failed. n/a or self-check: the backend lacks the mode (n/a), or no oracle but "
+          "the backend itself covers the case (self-check). worst |err|/S: the largest error "
+          "over S, the same backward applied to |dy| (the metric, docs/semantics.md §9); inf: "
+          "an infinite or NaN result where TF's is finite, or the wrong shape. worst ULP: the "
+          "largest distance from TF's float result in units in the last place; where sums "
+          "cancel near zero it is large though the error is tiny against S (the float64 numpy "
+          "reference rounds once where TF's float32 sums round at every add). oracle (cases): "
+          "what judged the row's results and how many each (tf-cpu-raw: TF's raw op; tf-cpu: a "
+          "composition of TF ops; torch-cpu: PyTorch standing in for TF; numpy-reference: "
+          "tfcompat's float64 reference where TF has no such op; none: not judged).")
 
 
 def _fmt_row(row):
-    k, b, d, dev, n, p, f, df, fi, u_, w, u = row
+    k, b, d, dev, n, p, f, df, fi, u_, w, u, oracles = row
     dash = lambda v: "-" if v is None else str(v)   # noqa: E731
     return (k, b, d, dev, str(n), str(p), dash(f), dash(df), str(fi), str(u_),
-            f"{w:.2e}" if math.isfinite(w) else "inf", dash(u))
+            f"{w:.2e}" if math.isfinite(w) else "inf", dash(u),
+            ", ".join(f"{o} {c}" for o, c in oracles.items()))
 
 
 def table_text(rows):
@@ -111,12 +127,16 @@ def write_markdown(path, records, meta, peers=()):
     rows = summarize(records, peers)
     failing = [r for r in records if not r["passed"] and not r.get("finding")]
     findings = [r for r in records if not r["passed"] and r.get("finding")]
-    lines = ["# tfcompat conformance report", ""]
+    cases = len({r["id"] for r in records if "id" in r})
+    verdict = ("PASS" if not failing else "FAIL") + (
+        f": {cases} cases, {len(records)} results, {len(failing)} failing"
+        + (f", {len(findings)} findings" if findings else "")
+        + " (failing cases are listed at the end)" * bool(failing))
+    lines = ["# tfcompat conformance report", "", f"**Verdict: {verdict}.**", "", "## Summary",
+             "", table_markdown(rows), "", f"**GPU:** {meta.get('gpu_note', '')}", "", LEGEND,
+             "", "## Run", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "gpu_note"]
-    lines += ["", f"**GPU:** {meta.get('gpu_note', '')}", "", "## Summary", "", table_markdown(rows),
-              "", LEGEND, ""]
-    lines += [f"{len(records)} results, {len(failing)} failing"
-              + (f", {len(findings)} findings." if findings else "."), ""]
+    lines += [""]
     for title, group in (("Failing cases", failing),
                          ("Findings: differences from PyTorch where it stands in for TF", findings)):
         if not group:

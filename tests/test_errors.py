@@ -160,3 +160,19 @@ def test_registry_attrs_errors():
                                           "dimRoundingMode": "up"})
     with pytest.raises(ValueError, match="pad: got -1"):
         c({"dy": CONV_DY, "filter": W}, {"inputShape": [1, 5, 5, 2], "pad": -1})
+
+
+@pytest.mark.parametrize("front, framework, extra", [("torch", "torch", "tfcompat[torch]"),
+                                                     ("jax", "jax", "tfcompat[jax]")])
+def test_a_front_without_its_framework_names_the_extra(front, framework, extra):
+    """``import tfcompat.torch`` / ``tfcompat.jax`` where the framework cannot be imported (a
+    fresh process in which importing it fails, as where it is not installed): an ImportError
+    naming the extra to install."""
+    import subprocess
+    import sys
+    code = (f"import sys; sys.modules[{framework!r}] = None\n"
+            f"try:\n    import tfcompat.{front}\nexcept ImportError as exc:\n    print(exc)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert f"tfcompat.{front} needs" in run.stdout and f"pip install '{extra}'" in run.stdout

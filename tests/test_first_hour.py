@@ -74,6 +74,16 @@ def test_the_report_and_console_say_what_they_mean(tmp_path):
     for noise in ("absl::InitializeLog", "oneDNN custom operations", "Warning", "NO GPU"):
         assert noise not in both, noise
     assert "1/1 cases, 0 failed" in proc.stderr
+    # the verdict first; the table with the GPU line under it; a legend naming every column;
+    # the oracle that judged each row
+    lines = [line for line in report.read_text().splitlines() if line]
+    assert lines[1] == "**Verdict: PASS: 1 cases, 1 results, 0 failing.**"
+    table = [i for i, line in enumerate(lines) if line.startswith("|")]
+    assert lines[table[-1] + 1] == "**GPU:** not requested (--device cpu)"
+    for column in R.HEADER:
+        assert column.replace("|", "\\|") in lines[table[0]]
+        assert f"{column}:" in R.LEGEND, column
+    assert lines[table[2]].endswith("| tf-cpu-raw 1 |"), lines[table[2]]
 
 
 def test_peers_differ_and_never_fail_in_the_console():

@@ -15,9 +15,13 @@ import functools
 import os
 import threading
 
-import jax
-import jax.custom_batching
 import numpy as np
+
+try:
+    import jax
+    import jax.custom_batching
+except ImportError as exc:
+    raise ImportError(f"tfcompat.jax needs JAX: pip install 'tfcompat[jax]' [{exc}]") from exc
 
 from . import _checks as ck
 from . import _native

@@ -13,7 +13,13 @@ import math
 from typing import Sequence
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError as exc:
+    raise ImportError("tfcompat.torch needs PyTorch: install its CPU build first (a plain "
+                      "'pip install torch' on Linux pulls CUDA's), then pip install "
+                      f"'tfcompat[torch]' [{exc}]") from exc
 
 from . import _checks as ck
 from . import _forward as fw
