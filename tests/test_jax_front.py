@@ -343,6 +343,62 @@ def test_sharded_calls_compute_each_shard_on_its_device_with_the_unsharded_bits(
         assert r["pmap"] and r["vmap"], method
 
 
+
+TWO_PROCESSES = '''
+import json, os, sys
+pid, port = int(sys.argv[1]), sys.argv[2]
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=pid)
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+import tfcompat.jax as tj
+x = np.random.default_rng(0).standard_normal((4, 9, 7, 3)).astype(np.float32)
+mesh = jax.make_mesh((2,), ("d",), axis_types=(AxisType.Auto,))
+sh = NamedSharding(mesh, P("d"))
+xs = jax.make_array_from_callback(x.shape, sh, lambda idx: x[idx])
+f = lambda x: tj.resize(x, (13, 5), half_pixel_centers=True)
+loss = lambda x: (f(x) ** 2).sum()
+jf, jg = jax.jit(f), jax.jit(jax.grad(loss))
+y, g = jf(xs), jg(xs)
+hlo = jf.lower(xs).compile().as_text()
+# this process's shard against the same call, unsharded, on its own images
+lo = pid * 2
+mine = jax.device_put(x[lo:lo + 2], jax.local_devices()[0])
+want_y, want_g = np.asarray(jax.jit(f)(mine)), np.asarray(jax.jit(jax.grad(loss))(mine))
+(ys,), (gs,) = y.addressable_shards, g.addressable_shards
+print(json.dumps({"pid": pid, "y": np.asarray(ys.data).tobytes() == want_y.tobytes(),
+                  "g": np.asarray(gs.data).tobytes() == want_g.tobytes(),
+                  "shape": list(ys.data.shape), "all_gather": "all-gather" in hlo}))
+jax.distributed.shutdown()
+'''
+
+
+def test_two_processes_each_compute_their_shard():
+    """jax.distributed on this machine (two processes, one CPU device each, gloo collectives):
+    a batch sharded across the processes is resized and differentiated under jit with no
+    all-gather, each process's shard with the bits of the same call on its own images."""
+    import json
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(i), port], cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert p.returncode == 0, err[-3000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    for i, o in enumerate(outs):
+        assert o == {"pid": i, "y": True, "g": True, "shape": [2, 13, 5, 3],
+                     "all_gather": False}, o
+
 def test_identity_and_empty_inputs():
     # an image resized to its own size: TF's cast, so an infinity stays one
     x = jnp.asarray([[[[1.0], [np.inf]], [[2.0], [3.0]]]])
