@@ -246,7 +246,9 @@ def enable(ops=None, *, onednn=True):
             _state["kernels"].add((op, dtype))
         from tensorflow.python.eager import context
         context.context().clear_kernel_cache()
-        for (op, dtype), why in sorted(_verify(tf, lib, new, onednn).items()):
+        with tf.init_scope():   # eager, even when called while a tf.function is traced
+            checked = _verify(tf, lib, new, onednn)
+        for (op, dtype), why in sorted(checked.items()):
             if why is not None:
                 _state["missed"][(op, dtype)] = why
                 warnings.warn(f"tfcompat.tf.enable(): {op} in {dtype} is not covered: {why}",
