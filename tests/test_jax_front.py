@@ -292,6 +292,9 @@ for method in ("bilinear", "nearest"):
         gh = jax.jit(jax.grad(loss))(xh)
         r["explicit_h"] = [bits(jax.jit(f)(xh), ref[0]), bits(gh, ref[1]),
                            str(jax.typeof(gh).sharding.spec)]
+        # no channels: an empty result of x's type, and its gradient, inside shard_map
+        xe = jax.device_put(np.zeros((2 * N, 4, 4, 0), np.float32), P("b"))
+        r["empty"] = list(sm(jax.grad(lambda x: f(x).sum()))(xe).shape)
 
     # jit over NamedShardings of an auto mesh: batch, then channels
     amesh = jax.make_mesh((N,), ("d",), axis_types=(AxisType.Auto,))
@@ -334,6 +337,7 @@ def test_sharded_calls_compute_each_shard_on_its_device_with_the_unsharded_bits(
         assert r["shard_map"] == [True, True, True] and r["shard_map_global_grad"], method
         assert r["explicit"] == [True, "P('b', None, None, None)", True], method
         assert r["explicit_h"] == [True, True, "P(None, 'b', None, None)"], method
+        assert r["empty"] == [2 * n, 4, 4, 0], method
         for name, spec, local in (("batch", "P('d',)", [2, 13, 5, 2 * n]),
                                   ("channels", "P(None, None, None, 'd')", [2 * n, 13, 5, 2])):
             fwd, grad = r[name]["forward"], r[name]["grad"]

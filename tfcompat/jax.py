@@ -151,7 +151,9 @@ def _call(kernel, x, out_hw, align_corners, half_pixel_centers):
     _library()
     shape = tuple(x.shape[:-3]) + tuple(out_hw) + (x.shape[-1],)
     if 0 in shape:
-        return jax.numpy.zeros(shape, x.dtype)
+        # no values: x's own (empty) corner broadcast, so the result keeps x's type (its
+        # manual axes and sharding), as a custom_vjp's backward must
+        return jax.numpy.broadcast_to(x[..., :1, :1, :], shape)
     return _op(kernel, tuple(out_hw), bool(align_corners), bool(half_pixel_centers))(x)
 
 
