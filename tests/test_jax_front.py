@@ -414,6 +414,9 @@ def test_identity_and_empty_inputs():
 
 
 def test_the_handler_runs_every_kernel():
+    """Each code the front sends (tfcompat._capi.CODES, from capi.h) runs the kernel of its
+    name: the handler's counter of that name moves, and only the resizes' (the conv has
+    none here)."""
     before = tj.library_info()["calls"]
     x = np.ones((1, 3, 3, 2), np.float32)
     for method in METHODS:
@@ -463,13 +466,18 @@ def test_another_platform_is_refused():
 def test_a_direct_custom_call_with_a_bad_kernel_is_an_error_not_a_crash():
     """The handler proves what it reads (a kernel code, ranks) before it plans: a hand-made
     custom call of the target gets XLA's error with the handler's message."""
+    from tfcompat._capi import CODES
     tj.library_info()
     x = jnp.zeros((1, 2, 2, 1))
     call = jax.ffi.ffi_call(tj.TARGET, jax.ShapeDtypeStruct((1, 3, 3, 1), x.dtype))
-    with pytest.raises(Exception, match="expected a kernel of 0-4"):
-        np.asarray(call(x, kernel=np.int32(2), align_corners=False, half_pixel_centers=False))
+    # the conv's code, and a code no kernel has (one past the last)
+    for code in (CODES["Conv2DBackpropInput"], max(CODES.values()) + 1):
+        with pytest.raises(Exception, match="expected a resize's kernel code"):
+            np.asarray(call(x, kernel=np.int32(code), align_corners=False,
+                            half_pixel_centers=False))
     with pytest.raises(Exception, match="align_corners: got True together"):  # the policy layer
-        np.asarray(call(x, kernel=np.int32(3), align_corners=True, half_pixel_centers=True))
+        np.asarray(call(x, kernel=np.int32(CODES["ResizeBilinear"]), align_corners=True,
+                        half_pixel_centers=True))
 
 
 def test_compare_jax_command_prints_every_row():

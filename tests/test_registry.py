@@ -121,3 +121,30 @@ def test_thread_count_control(monkeypatch):
         tfcompat.set_num_threads(0)
     with pytest.raises(TypeError, match="num_threads"):
         tfcompat.set_num_threads(1.5)
+
+
+def test_the_c_entry_s_kernel_codes_are_named_once():
+    """capi.h defines the codes; Python reads them (tfcompat._capi.CODES): one distinct code
+    per kernel the C entry serves, each named as the registry names its kernel, and each
+    resize's code plans the kernel of its name through the C entry's policy layer."""
+    import numpy as np
+    from tfcompat import _capi, kernel_names as K
+    codes = _capi.CODES
+    assert set(codes) == {K.RESIZE_BILINEAR_GRAD, K.RESIZE_NEAREST_NEIGHBOR_GRAD,
+                          K.CONV2D_BACKPROP_INPUT, K.RESIZE_BILINEAR, K.RESIZE_NEAREST_NEIGHBOR}
+    assert len(set(codes.values())) == len(codes)
+    assert all(_capi.NAMES[code] == name for name, code in codes.items())
+    f32 = np.dtype(np.float32)
+    # a grad's plan of [1, 4, 4, 1] -> [1, 2, 2, 1]; a forward's of [1, 2, 2, 1] -> [1, 4, 4, 1]
+    for name, kind in ((K.RESIZE_BILINEAR_GRAD, "LINEAR_F32"),
+                       (K.RESIZE_NEAREST_NEIGHBOR_GRAD, "NEAREST_F32")):
+        plan = _capi.resample_plan(codes[name], f32, f32, (1, 4, 4, 1), (1, 2, 2, 1), False,
+                                   False)
+        assert plan.kernel.kind.name == kind, name
+    for name, linear in ((K.RESIZE_BILINEAR, True), (K.RESIZE_NEAREST_NEIGHBOR, False)):
+        plan = _capi.resample_plan(codes[name], f32, f32, (1, 2, 2, 1), (1, 4, 4, 1), False,
+                                   False, front=True)
+        assert isinstance(plan, _capi.ForwardCPlan) and plan.linear == linear, name
+    with pytest.raises(ValueError, match="no resize kernel"):
+        _capi.resample_plan(codes[K.CONV2D_BACKPROP_INPUT], f32, f32, (1, 4, 4, 1),
+                            (1, 2, 2, 1), False, False)

@@ -243,6 +243,37 @@ def test_conformance_worker_runs_our_kernels_against_tf_s_in_this_process():
 
 
 
+def test_each_op_s_code_registers_that_op_in_tf():
+    """enable("all") sends each op's code (tfcompat._capi.CODES, from capi.h) to the plugin:
+    TF's registry then lists our kernels (priority 1) under each op of COVERED, in exactly its
+    dtypes, and under no other resize or conv op; a code the plugin has no TF kernel for is
+    refused."""
+    out = _run('''
+        import ctypes
+        from tensorflow.python.framework import kernels
+        from tfcompat import _capi, _native
+        ttf.enable("all")
+        ours = {}
+        for op in ("ResizeBilinearGrad", "ResizeNearestNeighborGrad", "Conv2DBackpropInput",
+                   "ResizeBilinear", "ResizeNearestNeighbor"):
+            ours[op] = sorted(tf.as_dtype(t).name
+                              for k in kernels.get_registered_kernels_for_op(op).kernel
+                              if k.priority == 1 for c in k.constraint
+                              for t in c.allowed_values.list.type)
+        lib = ctypes.CDLL(ttf.enabled()["library"])
+        lib.tfc_plugin_register.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        err = ctypes.create_string_buffer(256)
+        rc = lib.tfc_plugin_register(_native.capi_pointer(), _capi.CODES["ResizeBilinear"],
+                                     1, None, err, 256)
+        print(json.dumps({"ours": ours, "covered": ttf.COVERED, "rc": rc,
+                          "err": err.value.decode()}))
+    ''')
+    for op, dtypes in out["covered"].items():
+        assert out["ours"][op] == sorted(dtypes), op
+    assert out["ours"]["ResizeBilinear"] == out["ours"]["ResizeNearestNeighbor"] == []
+    assert out["rc"] == 1 and "no TF kernel of this library has that kernel code" in out["err"]
+
 def test_a_call_tf_answers_with_its_own_kernel_fails_in_the_conformance_worker(monkeypatch):
     """The harness's tf-plugin backend judges whose kernel ran: with TF's oneDNN rewrite on and
     the plugin's conv left off the oneDNN op (``configure(onednn=False)``), a float32 conv is

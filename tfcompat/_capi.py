@@ -11,12 +11,23 @@ from . import _checks as ck
 from . import _forward as fw
 from . import _resample as rs
 from .api import _shape_only, rename
+from ._simd import kernels as _kernels
 from .backends import cython_backend as _cb
+from . import kernel_names
 from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
                            RESIZE_NEAREST_NEIGHBOR_GRAD)
 
-_KERNELS = {0: (RESIZE_BILINEAR_GRAD, False), 1: (RESIZE_NEAREST_NEIGHBOR_GRAD, True),
-            3: (RESIZE_BILINEAR, False), 4: (RESIZE_NEAREST_NEIGHBOR, True)}
+# The C entry's kernel codes, defined in csrc/capi.h only: {registry name: code}. A code's
+# Python name is the name of its kernel's constant in tfcompat.kernel_names
+# (KernelCode.RESIZE_BILINEAR_GRAD: kernel_names.RESIZE_BILINEAR_GRAD, "ResizeBilinearGrad").
+KernelCode = _kernels.KernelCode
+CODES = {getattr(kernel_names, code.name): code for code in KernelCode}
+NAMES = {code: name for name, code in CODES.items()}
+# the resizes the C entry plans: (registry name, nearest) by code
+_KERNELS = {CODES[name]: (name, name in (RESIZE_NEAREST_NEIGHBOR_GRAD, RESIZE_NEAREST_NEIGHBOR))
+            for name in (RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, RESIZE_BILINEAR,
+                         RESIZE_NEAREST_NEIGHBOR)}
+_FORWARDS = {CODES[RESIZE_BILINEAR], CODES[RESIZE_NEAREST_NEIGHBOR]}
 
 
 def resample_plan(kernel, dy_dtype, out_dtype, dy_shape, image_shape, align_corners,
@@ -31,7 +42,7 @@ def resample_plan(kernel, dy_dtype, out_dtype, dy_shape, image_shape, align_corn
     try:
         if dy_dtype is None or out_dtype is None:
             raise TypeError("tfcompat's C entry: a dtype code it does not know")
-        if kernel in (3, 4):
+        if kernel in _FORWARDS:
             if not front:
                 raise ValueError(f"{name}: the C entry plans a forward resize for a front "
                                  "(front=1) only")

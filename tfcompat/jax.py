@@ -23,8 +23,10 @@ try:
 except ImportError as exc:
     raise ImportError(f"tfcompat.jax needs JAX: pip install 'tfcompat[jax]' [{exc}]") from exc
 
+from . import _capi, _native
 from . import _checks as ck
-from . import _native
+from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                           RESIZE_NEAREST_NEIGHBOR_GRAD)
 
 if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
     raise ImportError(f"tfcompat.jax needs JAX 0.5 or newer (jax.ffi); this is {jax.__version__}")
@@ -35,8 +37,10 @@ METHODS = ("bilinear", "nearest")
 TARGET = "tfcompat_resize"
 _DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
            np.dtype(np.float16): "float16", ck.BFLOAT16: "bfloat16"}
-# the C entry's kernels (csrc/capi.h)
-_GRAD, _FORWARD = {False: 0, True: 1}, {False: 3, True: 4}
+# the C entry's kernel codes (csrc/capi.h, read by tfcompat._capi)
+_GRAD = {False: _capi.CODES[RESIZE_BILINEAR_GRAD],
+         True: _capi.CODES[RESIZE_NEAREST_NEIGHBOR_GRAD]}
+_FORWARD = {False: _capi.CODES[RESIZE_BILINEAR], True: _capi.CODES[RESIZE_NEAREST_NEIGHBOR]}
 _SOURCE = "jax_ffi.cc"
 _lock = threading.Lock()
 _lib = None
@@ -87,9 +91,9 @@ def library_info():
     """{"library": the FFI library's path, "calls": {kernel: calls the handler has run}}
     (registers the target first if needed)."""
     lib, path = _library()
-    names = {3: "ResizeBilinear", 4: "ResizeNearestNeighbor", 0: "ResizeBilinearGrad",
-             1: "ResizeNearestNeighborGrad"}
-    return {"library": path, "calls": {n: lib.tfc_jax_calls(k) for k, n in names.items()}}
+    names = (RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR_GRAD,
+             RESIZE_NEAREST_NEIGHBOR_GRAD)
+    return {"library": path, "calls": {n: lib.tfc_jax_calls(_capi.CODES[n]) for n in names}}
 
 
 # -- checks: the caller's arguments, in its own names, before anything is traced ----------------

@@ -21,7 +21,7 @@ import sys
 import threading
 import warnings
 
-from . import _native
+from . import _capi, _native
 
 COVERED = {
     "ResizeBilinearGrad": ("float32", "float64", "float16", "bfloat16"),
@@ -41,8 +41,6 @@ DEFAULT = {
 # the op TF's oneDNN rewrite turns a Conv2DBackpropInput into, for the dtypes TF registers
 # kernels of it for (onednn_kernels(): which those are depends on the TF build, not the CPU)
 ONEDNN_CONV = "_MklNativeConv2DBackpropInput"
-# enabled()'s call counters: the C library's kernel codes
-_CODES = {"ResizeBilinearGrad": 0, "ResizeNearestNeighborGrad": 1, "Conv2DBackpropInput": 2}
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "tf_plugin.c")
 _lock = threading.Lock()
 _state = None
@@ -155,14 +153,14 @@ def _verify(tf, lib, pairs, onednn):
     probes = [_probe_inputs(tf, op, dtype) for op, dtype in pairs]
 
     def moved(run):
-        before = [lib.tfc_plugin_dtype_calls(_CODES[op], tf.as_dtype(d).as_datatype_enum)
+        before = [lib.tfc_plugin_dtype_calls(_capi.CODES[op], tf.as_dtype(d).as_datatype_enum)
                   for op, d in pairs]
         error = None
         try:
             run()
         except Exception as exc:    # a TF kernel that refused the call (ours would not)
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        after = [lib.tfc_plugin_dtype_calls(_CODES[op], tf.as_dtype(d).as_datatype_enum)
+        after = [lib.tfc_plugin_dtype_calls(_capi.CODES[op], tf.as_dtype(d).as_datatype_enum)
                  for op, d in pairs]
         return [a > b for a, b in zip(after, before)], error
 
@@ -227,6 +225,7 @@ def enable(ops=None, *, onednn=True):
                                                 ctypes.c_size_t]
             lib.tfc_plugin_calls.argtypes = [ctypes.c_int]
             lib.tfc_plugin_calls.restype = ctypes.c_long
+            lib.tfc_plugin_python_convs.restype = ctypes.c_long
             lib.tfc_plugin_dtype_calls.argtypes = [ctypes.c_int, ctypes.c_int]
             lib.tfc_plugin_dtype_calls.restype = ctypes.c_long
             _state = {"library": path, "lib": lib, "kernels": set(), "missed": {}}
@@ -238,7 +237,7 @@ def enable(ops=None, *, onednn=True):
         for op, dtype in sorted(new):
             code = tf.as_dtype(dtype).as_datatype_enum
             label = labels.get(dtype) if op == "Conv2DBackpropInput" else None
-            if lib.tfc_plugin_register(api, _CODES[op], code,
+            if lib.tfc_plugin_register(api, _capi.CODES[op], code,
                                        None if label is None else label.encode(), err,
                                        len(err)) != 0:
                 raise RuntimeError("tfcompat.tf.enable(): "
@@ -273,8 +272,8 @@ def enabled():
                     for op, ds in COVERED.items() if any((op, d) in ran for d in ds)},
             "missed": missed,
             "library": _state["library"],
-            "calls": {op: lib.tfc_plugin_calls(code) for op, code in _CODES.items()},
-            "conv_calls_through_python": lib.tfc_plugin_calls(3)}
+            "calls": {op: lib.tfc_plugin_calls(_capi.CODES[op]) for op in COVERED},
+            "conv_calls_through_python": lib.tfc_plugin_python_convs()}
 
 
 if __name__ == "__main__":

@@ -20,9 +20,13 @@
 #define TFC_ABI_VERSION 3
 #define TFC_MAX_DIMS 8
 
-/* the kernels */
-enum { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD = 1,
-       TFC_CONV2D_BACKPROP_INPUT = 2, TFC_RESIZE_BILINEAR = 3, TFC_RESIZE_NEAREST_NEIGHBOR = 4 };
+/* the kernels: their codes are defined here only (Python reads them as
+ * tfcompat._kernels.KernelCode, named as the registry names the kernel) */
+enum tfc_kernel { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD = 1,
+                  TFC_CONV2D_BACKPROP_INPUT = 2, TFC_RESIZE_BILINEAR = 3,
+                  TFC_RESIZE_NEAREST_NEIGHBOR = 4 };
+/* how many codes there are (a table indexed by code has this many rows) */
+#define TFC_KERNEL_COUNT 5
 /* dtypes, tfcompat's codes (not TF's DataType numbers) */
 enum { TFC_F32 = 0, TFC_F64 = 1, TFC_F16 = 2, TFC_BF16 = 3, TFC_U8 = 4, TFC_I8 = 5,
        TFC_I32 = 6 };

@@ -13,6 +13,16 @@ from libc.string cimport memcmp, memmove, strncpy
 from libc.stdlib cimport calloc
 
 cdef extern from "capi.h":
+    # the C entry's kernel codes (capi.h), as the registry names the kernels
+    cpdef enum KernelCode "tfc_kernel":
+        RESIZE_BILINEAR_GRAD "TFC_RESIZE_BILINEAR_GRAD"
+        RESIZE_NEAREST_NEIGHBOR_GRAD "TFC_RESIZE_NEAREST_NEIGHBOR_GRAD"
+        CONV2D_BACKPROP_INPUT "TFC_CONV2D_BACKPROP_INPUT"
+        RESIZE_BILINEAR "TFC_RESIZE_BILINEAR"
+        RESIZE_NEAREST_NEIGHBOR "TFC_RESIZE_NEAREST_NEIGHBOR"
+
+
+cdef extern from "capi.h":
     int TFC_ABI_VERSION
     int TFC_MAX_DIMS
     int TFC_F32, TFC_F64, TFC_F16, TFC_BF16, TFC_U8, TFC_I8, TFC_I32
@@ -27,7 +37,8 @@ cdef extern from "capi.h":
         int64_t image_dims[8]
         int32_t half_pixel_centers
         int32_t front
-    int TFC_CONV2D_BACKPROP_INPUT, TFC_RESIZE_BILINEAR
+    int TFC_CONV2D_BACKPROP_INPUT, TFC_RESIZE_BILINEAR, TFC_RESIZE_NEAREST_NEIGHBOR
+    int TFC_KERNEL_COUNT
     ctypedef struct TfcConvSig:
         int32_t kernel
         int32_t dtype
@@ -327,8 +338,9 @@ cdef int _build_plan(const TfcResampleSig* sig, TfcPlan** out, char* err, size_t
                                    _CODES.get(sig.out_dtype), dy_shape, img_shape,
                                    bool(sig.align_corners), bool(sig.half_pixel_centers),
                                    bool(sig.front))
-        p = (_forward_plan_from(plan, sig) if sig.kernel >= TFC_RESIZE_BILINEAR
-             else _plan_from(plan, sig))
+        forward = (sig.kernel == TFC_RESIZE_BILINEAR
+                   or sig.kernel == TFC_RESIZE_NEAREST_NEIGHBOR)
+        p = _forward_plan_from(plan, sig) if forward else _plan_from(plan, sig)
     except BaseException as exc:
         msg = str(exc).encode("utf-8", "replace")
         _error(err, errlen, <const char*>msg)

@@ -2,7 +2,8 @@
 //
 // Built on first use against the installed jaxlib's FFI headers (xla/ffi/api/ffi.h) and
 // registered with jax.ffi.register_ffi_target as "tfcompat_resize" on the CPU. One handler runs
-// every resize the front calls: TF's forward (kernel 3 bilinear, 4 nearest) or its grad (0, 1),
+// every resize the front calls: TF's forward (TFC_RESIZE_BILINEAR, TFC_RESIZE_NEAREST_NEIGHBOR)
+// or its grad (TFC_RESIZE_BILINEAR_GRAD, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD),
 // named by the attribute ``kernel``. It reads the operand's and result's shapes and dtypes into a
 // signature and gets that signature's plan through tfcompat's C entry (csrc/capi.h, with
 // front = 1: every tensor of the images' dtype): a lookup in the C entry's cache, or once per
@@ -25,7 +26,7 @@ namespace ffi = xla::ffi;
 namespace {
 
 const TfcApi* api = nullptr;
-std::atomic<long> calls[5];
+std::atomic<long> calls[TFC_KERNEL_COUNT];
 
 // below this many output values a call runs on XLA's calling thread (the TF plugin's threshold)
 constexpr int64_t kSerialValues = 1 << 15;
@@ -77,12 +78,12 @@ ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBu
   if (sig.dy_dtype < 0 || sig.out_dtype < 0)
     return ffi::Error::InvalidArgument(
         "tfcompat.jax.resize: x's dtype must be float32, float64, float16 or bfloat16");
-  if (kernel < 0 || kernel > 4 || kernel == TFC_CONV2D_BACKPROP_INPUT ||
+  if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || kernel == TFC_CONV2D_BACKPROP_INPUT ||
       !fold(x.dimensions(), &sig.dy_rank, sig.dy_dims) ||
       !fold(y->dimensions(), &sig.image_rank, sig.image_dims))
     return ffi::Error::InvalidArgument(
-        "tfcompat.jax.resize: expected a kernel of 0-4 and arrays [..., batch, height, width, "
-        "channels]");
+        "tfcompat.jax.resize: expected a resize's kernel code (capi.h) and arrays [..., batch, "
+        "height, width, channels]");
   char err[2048];
   TfcPlan* plan = nullptr;
   int rc = api->resample_plan(&sig, &plan, err, sizeof err);
@@ -131,7 +132,7 @@ int tfc_jax_init(const TfcApi* a) {
 
 // the calls the handler has run of a kernel (TFC_RESIZE_*)
 long tfc_jax_calls(int kernel) {
-  return kernel >= 0 && kernel < 5 ? calls[kernel].load() : -1;
+  return kernel >= 0 && kernel < TFC_KERNEL_COUNT ? calls[kernel].load() : -1;
 }
 
 }  // extern "C"

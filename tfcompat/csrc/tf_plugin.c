@@ -40,12 +40,13 @@ void tfc_tf_pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n);
 #define TFC_SERIAL_PRODUCTS ((int64_t)1 << 18)
 
 static const TfcApi* api = NULL;
-/* each kernel's calls, then the convs run through tfcompat's Python conv */
-static atomic_long calls[4];
+/* each kernel's calls (by its code, capi.h), and the convs run through tfcompat's Python conv */
+static atomic_long calls[TFC_KERNEL_COUNT];
+static atomic_long python_convs;
 /* each kernel's calls by TF_DataType (of its output): what enable() checks, one dtype at a
  * time, to report only the kernels that ran */
 #define TFC_DTYPE_SLOTS 64
-static atomic_long dtype_calls[3][TFC_DTYPE_SLOTS];
+static atomic_long dtype_calls[TFC_KERNEL_COUNT][TFC_DTYPE_SLOTS];
 
 static void count(int kernel, TF_DataType t) {
     atomic_fetch_add(&calls[kernel], 1);
@@ -321,7 +322,7 @@ static void compute_conv(void* kp, TF_OpKernelContext* ctx) {
         goto fail;
     }
     count(TFC_CONV2D_BACKPROP_INPUT, type);
-    if (!in_c) atomic_fetch_add(&calls[3], 1);
+    if (!in_c) atomic_fetch_add(&python_convs, 1);
     goto done;
 fail:
     TF_OpKernelContext_Failure(ctx, s);
@@ -359,8 +360,9 @@ static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelC
     return rc;
 }
 
-/* Register kernel ``kernel`` (TFC_RESIZE_* or TFC_CONV2D_BACKPROP_INPUT) for dtype ``dtype`` (a
- * TF_DataType its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi);
+/* Register kernel ``kernel`` (TFC_RESIZE_BILINEAR_GRAD, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD or
+ * TFC_CONV2D_BACKPROP_INPUT; any other code is an error) for dtype ``dtype`` (a TF_DataType
+ * its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi);
  * ``onednn_label``: NULL, or (the conv) the label of TF's _MklNativeConv2DBackpropInput kernel
  * of this dtype, which TF's oneDNN rewrite hands a Conv2DBackpropInput of this dtype to: ours
  * is registered for that op too. Once per kernel and dtype (the caller keeps count). 0, or
@@ -384,6 +386,14 @@ int tfc_plugin_register(const void* capi, int kernel, int dtype, const char* one
     if (kernel == TFC_RESIZE_NEAREST_NEIGHBOR_GRAD)
         return add("ResizeNearestNeighborGrad", "TfcompatResizeNearestNeighborGrad",
                    create_nearest, t, NULL, err, errlen);
+    if (kernel != TFC_CONV2D_BACKPROP_INPUT) {
+        if (errlen) {
+            strncpy(err, "tfcompat: no TF kernel of this library has that kernel code",
+                    errlen - 1);
+            err[errlen - 1] = 0;
+        }
+        return 1;
+    }
     if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, t, NULL, err,
             errlen))
         return 1;
@@ -393,14 +403,17 @@ int tfc_plugin_register(const void* capi, int kernel, int dtype, const char* one
     return 0;
 }
 
-/* How many calls each kernel (TFC_RESIZE_*, TFC_CONV2D_BACKPROP_INPUT) has run, and (3) how
- * many of the convs ran through tfcompat's Python conv: what tells a test ours ran, and how. */
+/* How many calls kernel ``kernel`` (its code) has run: what tells a test ours ran. */
 long tfc_plugin_calls(int kernel) {
-    return kernel >= 0 && kernel <= 3 ? atomic_load(&calls[kernel]) : -1;
+    return kernel >= 0 && kernel < TFC_KERNEL_COUNT ? atomic_load(&calls[kernel]) : -1;
 }
+
+/* How many of the convs ran through tfcompat's Python conv (not in C). */
+long tfc_plugin_python_convs(void) { return atomic_load(&python_convs); }
 
 /* How many calls kernel ``kernel`` has run whose output had TF_DataType ``dtype``. */
 long tfc_plugin_dtype_calls(int kernel, int dtype) {
-    if (kernel < 0 || kernel > 2 || dtype < 0 || dtype >= TFC_DTYPE_SLOTS) return -1;
+    if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || dtype < 0 || dtype >= TFC_DTYPE_SLOTS)
+        return -1;
     return atomic_load(&dtype_calls[kernel][dtype]);
 }
