@@ -30,9 +30,11 @@ COVERED = {
     "Conv2DBackpropInput": ("float16", "bfloat16", "float32", "float64"),
 }
 # What enable() takes without ``ops``: every dtype of the resize grads (2-9x TF's kernels,
-# TF's bits), and the conv where TF's CPU kernel is Eigen's (float16: 6-12x; float64), not
-# where it is oneDNN's (float32 at parity, bfloat16 slower on a CPU that multiplies bfloat16
-# natively; docs/performance.md#inside-tensorflow): those two only when named.
+# TF's bits), and the conv where TF's CPU kernel is Eigen's on most CPUs (float16: 6-12x;
+# float64), not where it is oneDNN's (float32 at parity, bfloat16 slower on a CPU that
+# multiplies bfloat16 natively; docs/performance.md#inside-tensorflow): those two only when
+# named. float16 is taken on CPUs with AVX512-FP16 too, where TF's own is oneDNN's (summed in
+# float16; not timed against ours): ours sums in float32 and rounds once.
 DEFAULT = {
     "ResizeBilinearGrad": COVERED["ResizeBilinearGrad"],
     "ResizeNearestNeighborGrad": COVERED["ResizeNearestNeighborGrad"],
