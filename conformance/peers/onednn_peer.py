@@ -35,7 +35,7 @@ from tfcompat.conv import problem as _conv
 from tfcompat._dnnl import (ARG_DIFF_DST, ARG_DIFF_SRC, ARG_DST, ARG_SRC, ARG_WEIGHTS, BF16,
                      CONVOLUTION_DIRECT, F16, F32, FORWARD_TRAINING, QUERY_DIFF_DST_MD,
                      QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, RESAMPLING_LINEAR, RESAMPLING_NEAREST,
-                     Dims, Owner, library, missing, plain_strides, ptr)  # noqa: F401
+                     Dims, Owner, cpu_isa, library, missing, plain_strides, ptr)  # noqa: F401
 from tfcompat._resample import Rule
 from tfcompat.kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD,
                                    RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
@@ -377,6 +377,12 @@ def graph_interpolate_backward(inputs, attrs):
         # dnnl::error through the C API, which ends the process (docs/peers.md)
         raise UnsupportedError("float16: oneDNN 3.2's graph API aborts the process compiling "
                                "it on this CPU (an uncaught dnnl::error)")
+    if dtype == BF16 and not cpu_isa()[0]:
+        # the same for bfloat16 where oneDNN has no AVX512-BF16 kernels (seen on AMD Zen 3:
+        # "could not create a primitive descriptor for a resampling forward propagation
+        # primitive", thrown through the C API); where it has them (Zen 4) it computes
+        raise UnsupportedError("bfloat16: oneDNN 3.2's graph API aborts the process compiling "
+                               "it on a CPU without AVX512-BF16 (an uncaught dnnl::error)")
     transform = attrs.get("coordinate_transformation_mode", "half_pixel")
     if transform not in ("half_pixel", "align_corners"):
         raise UnsupportedError(f"oneDNN's graph InterpolateBackward has no {transform!r}")
