@@ -13,21 +13,18 @@ from . import _resample as rs
 from .api import _shape_only, rename
 from ._simd import kernels as _kernels
 from .backends import cython_backend as _cb
-from . import kernel_names
-from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
-                           RESIZE_NEAREST_NEIGHBOR_GRAD)
+from .ops import OPS, table as _table
 
 # The C entry's kernel codes, defined in csrc/capi.h only: {registry name: code}. A code's
-# Python name is the name of its kernel's constant in tfcompat.kernel_names
-# (KernelCode.RESIZE_BILINEAR_GRAD: kernel_names.RESIZE_BILINEAR_GRAD, "ResizeBilinearGrad").
+# Python name is the name of its kernel's constant in the op table
+# (KernelCode.RESIZE_BILINEAR_GRAD: ops.RESIZE_BILINEAR_GRAD, "ResizeBilinearGrad").
 KernelCode = _kernels.KernelCode
-CODES = {getattr(kernel_names, code.name): code for code in KernelCode}
+CODES = {getattr(_table, code.name): code for code in KernelCode}
 NAMES = {code: name for name, code in CODES.items()}
 # the resizes the C entry plans: (registry name, nearest) by code
-_KERNELS = {CODES[name]: (name, name in (RESIZE_NEAREST_NEIGHBOR_GRAD, RESIZE_NEAREST_NEIGHBOR))
-            for name in (RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, RESIZE_BILINEAR,
-                         RESIZE_NEAREST_NEIGHBOR)}
-_FORWARDS = {CODES[RESIZE_BILINEAR], CODES[RESIZE_NEAREST_NEIGHBOR]}
+_KERNELS = {CODES[name]: (name, OPS[name].method == "nearest")
+            for pair in _table.RESIZES.values() for name in pair}
+_FORWARDS = {CODES[forward] for forward, _ in _table.RESIZES.values()}
 
 
 def resample_plan(kernel, dy_dtype, out_dtype, dy_shape, image_shape, align_corners,
@@ -67,9 +64,7 @@ def _check_front(dtype, out_dtype, align_corners, half_pixel_centers):
     if dtype not in ck.FLOAT_DTYPES or out_dtype != dtype:
         raise TypeError(f"a front's resize takes one float dtype ({ck.dtype_names(ck.FLOAT_DTYPES)}"
                         f") for its input and output; got {dtype} and {out_dtype}")
-    if align_corners and half_pixel_centers:
-        raise ValueError("alignCorners: got True together with halfPixelCenters=True; "
-                         "if half_pixel_centers is True, align_corners must be False (TF)")
+    ck.check_align_half(align_corners, half_pixel_centers)
 
 
 class ForwardCPlan:

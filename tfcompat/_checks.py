@@ -4,16 +4,10 @@ import functools
 import math
 import operator
 
-import ml_dtypes
 import numpy as np
 
-FLOAT16 = np.dtype(np.float16)
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-FLOAT32 = np.dtype(np.float32)
-FLOAT64 = np.dtype(np.float64)
-FLOAT_DTYPES = (FLOAT16, BFLOAT16, FLOAT32, FLOAT64)
-HALF_DTYPES = (FLOAT16, BFLOAT16)
-NEAREST_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32)) + FLOAT_DTYPES
+from .ops.table import BFLOAT16, FLOAT16, FLOAT32, FLOAT64  # noqa: F401
+from .ops.table import FLOATS as FLOAT_DTYPES, HALVES as HALF_DTYPES  # noqa: F401
 
 # Output elements above which we refuse before allocating (a clear error, not an OOM kill).
 MAX_ELEMENTS = 2 ** 40
@@ -139,9 +133,14 @@ def front_flags(align_corners, half_pixel_centers):
     for name, v in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
         if not isinstance(v, (bool, np.bool_)):
             raise TypeError(f"{name}: got {v!r}; expected a bool")
-    if align_corners and half_pixel_centers:
-        raise ValueError("align_corners: got True together with half_pixel_centers=True; TF "
-                         "takes at most one of them")
+    check_align_half(align_corners, half_pixel_centers, "align_corners", "half_pixel_centers")
+
+
+def check_align_half(align, half, align_name="alignCorners", half_name="halfPixelCenters"):
+    """TF's refusal of both flags (every op but the nearest grad, which takes both)."""
+    if align and half:
+        raise ValueError(f"{align_name}: got True together with {half_name}=True; if "
+                         "half_pixel_centers is True, align_corners must be False (TF)")
 
 
 # TF's nearest resize refuses an input axis of 2^24 or more (its float32 coordinates)

@@ -7,13 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks as ck
-from ._resample import Axis, Rule
+from ._resample import Axis, tf_rule
 from .kernel_names import RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR
+from .ops import OPS
 
-# TF 2.21's CPU kernels of both ops: every real type but uint32 and uint64
-FORWARD_DTYPES = (ck.FLOAT32, ck.FLOAT64, ck.FLOAT16, ck.BFLOAT16, np.dtype(np.int8),
-                  np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.uint16),
-                  np.dtype(np.int32), np.dtype(np.int64))
+FORWARD_DTYPES = OPS[RESIZE_BILINEAR].dtypes("images")     # (and the nearest's)
 NEAREST_MAX_AXIS = ck.NEAREST_MAX_AXIS
 
 
@@ -57,18 +55,17 @@ def _size(value):
 
 
 def _problem(kernel, inputs, attrs):
-    ck.check_attrs(attrs, kernel, ("size", "alignCorners", "halfPixelCenters"))
+    op = OPS[kernel]
+    ck.check_attrs(attrs, kernel, op.attr_keys)
     images = ck.as_array(ck.get_input(inputs, "images", kernel), "images")
     ck.check_rank(images, "images", 4, "[batch, height, width, channels]")
-    ck.check_dtype(images, "images", FORWARD_DTYPES)
+    ck.check_dtype(images, "images", op.dtypes("images"))
     if "size" not in attrs:
         raise ValueError(f"{kernel}: missing attribute 'size'; expected [new_height, new_width]")
     size = _size(attrs["size"])
     align = ck.as_bool(attrs.get("alignCorners", False), "alignCorners")
     half = ck.as_bool(attrs.get("halfPixelCenters", False), "halfPixelCenters")
-    if align and half:
-        raise ValueError("alignCorners: got True together with halfPixelCenters=True; "
-                         "if half_pixel_centers is True, align_corners must be False (TF)")
+    ck.check_align_half(align, half)
     b, ih, iw, c = images.shape
     if ih == 0 or iw == 0:
         raise ValueError(f"images: got shape {tuple(images.shape)}; expected a non-zero height "
@@ -78,14 +75,9 @@ def _problem(kernel, inputs, attrs):
         raise ValueError(f"images: got shape {tuple(images.shape)}; expected a height and width "
                          f"below 2^24 (TF: nearest neighbor requires max height & width of "
                          "2^24)")
-    out_dtype = images.dtype if nearest else ck.FLOAT32
+    out_dtype = op.output_dtype({"images": images.dtype})
     ck.check_size((b, size[0], size[1], c), "size", out_dtype.itemsize)
-    if nearest:
-        rule = (Rule.NEAREST_ALIGN_CORNERS if align else Rule.NEAREST_HALF_PIXEL if half
-                else Rule.NEAREST_ASYMMETRIC)
-    else:
-        rule = (Rule.LINEAR_ALIGN_CORNERS if align else Rule.LINEAR_HALF_PIXEL if half
-                else Rule.LINEAR_ASYMMETRIC)
+    rule = tf_rule(nearest, align, half)
     axes = (Axis(int(ih), size[0], rule), Axis(int(iw), size[1], rule))
     return ForwardProblem(images, kernel, axes, out_dtype)
 

@@ -14,10 +14,22 @@ from . import _checks as ck
 from ._simd import kernels as _kernels
 from .kernel_names import (INTERPOLATE_BACKWARD, RESIZE_BILINEAR_GRAD, RESIZE_GRAD,
                            RESIZE_NEAREST_NEIGHBOR_GRAD)
+from .ops import OPS
 
 # The coordinate rules: one definition, in tfcompat/csrc/rules.h, exported by the extension.
 Rule = _kernels.Rule
 LINEAR_RULES = frozenset(r for r in Rule if r.name.startswith("LINEAR_"))
+
+
+def tf_rule(nearest, align_corners, half_pixel_centers):
+    """The coordinate rule of TF's resize flags (both True: the nearest grad's, which TF's
+    gradient kernel accepts; every other op refuses them first)."""
+    if nearest:
+        return (Rule.NEAREST_ALIGN_HALF if align_corners and half_pixel_centers
+                else Rule.NEAREST_ALIGN_CORNERS if align_corners
+                else Rule.NEAREST_HALF_PIXEL if half_pixel_centers else Rule.NEAREST_ASYMMETRIC)
+    return (Rule.LINEAR_ALIGN_CORNERS if align_corners else Rule.LINEAR_HALF_PIXEL
+            if half_pixel_centers else Rule.LINEAR_ASYMMETRIC)
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,7 @@ def _shape_of(value, name):
 
 
 def _tf_pair_problem(kernel, inputs, attrs, nearest):
-    ck.check_attrs(attrs, kernel, ("alignCorners", "halfPixelCenters"))
+    ck.check_attrs(attrs, kernel, OPS[kernel].attr_keys)
     dy = ck.as_array(ck.get_input(inputs, "dy", kernel), "dy")
     img_shape, img_dtype = _shape_of(ck.get_input(inputs, "images", kernel), "images")
     align = ck.as_bool(attrs.get("alignCorners", False), "alignCorners")
@@ -167,23 +179,19 @@ def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
     if len(img_shape) != 4:
         raise ValueError(f"images: got shape {img_shape} (rank {len(img_shape)}); expected rank 4 "
                          "([batch, height, width, channels])")
+    op = OPS[kernel]
     if nearest:
-        ck.check_dtype(dy, "dy", ck.NEAREST_DTYPES)
+        ck.check_dtype(dy, "dy", op.dtypes("dy"))
         if img_dtype != dy.dtype:
             raise TypeError(f"images: got dtype {img_dtype}; expected the dtype of dy ({dy.dtype}), "
                             "as TF's ResizeNearestNeighborGrad has one type T")
-        rule = (Rule.NEAREST_ALIGN_HALF if align and half else Rule.NEAREST_ALIGN_CORNERS
-                if align else Rule.NEAREST_HALF_PIXEL if half else Rule.NEAREST_ASYMMETRIC)
     else:
-        if align and half:
-            raise ValueError("alignCorners: got True together with halfPixelCenters=True; "
-                             "if half_pixel_centers is True, align_corners must be False (TF)")
-        ck.check_dtype(dy, "dy", (ck.FLOAT32, ck.FLOAT64))
-        if img_dtype not in ck.FLOAT_DTYPES:
+        ck.check_align_half(align, half)
+        ck.check_dtype(dy, "dy", op.dtypes("dy"))
+        if img_dtype not in op.dtypes("images"):
             raise TypeError(f"images: got dtype {img_dtype}; expected one of "
-                            f"{ck.dtype_names(ck.FLOAT_DTYPES)}")
-        rule = (Rule.LINEAR_ALIGN_CORNERS if align else Rule.LINEAR_HALF_PIXEL if half
-                else Rule.LINEAR_ASYMMETRIC)
+                            f"{ck.dtype_names(op.dtypes('images'))}")
+    rule = tf_rule(nearest, align, half)
     _check_batch_channels(dy, img_shape, "dy", "images", True)
     if not nearest:
         # TF's bilinear grad refuses an empty dy ("resized dimensions must be positive"); its
@@ -192,7 +200,7 @@ def _tf_pair_layout(kernel, dy, img_shape, img_dtype, align, half, nearest):
     _check_positive_spatial(img_shape, "images", True)
     ck.check_size(img_shape, "images", max(np.dtype(img_dtype).itemsize, 4))
     axes = tuple(Axis(int(i), int(o), rule) for i, o in zip(img_shape[1:3], dy.shape[1:3]))
-    out_dtype = dy.dtype if nearest else img_dtype
+    out_dtype = op.output_dtype({"dy": dy.dtype, "images": img_dtype})
     return ResampleLayout(kernel, dy.dtype, int(dy.shape[0]), int(dy.shape[3]), True, axes,
                           out_dtype)
 
@@ -205,9 +213,8 @@ def resize_nearest_neighbor_grad_problem(inputs, attrs):
     return _tf_pair_problem(RESIZE_NEAREST_NEIGHBOR_GRAD, inputs, attrs, nearest=True)
 
 
+# each mode's spatial ranks (its choices: the op table's)
 INTERP_MODES = {"nearest": (1, 2, 3), "linear": (1, 2, 3), "bilinear": (2,), "trilinear": (3,)}
-INTERP_TRANSFORMS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
-                     "tf_half_pixel_for_nn")
 _INTERP_LINEAR_RULE = {"half_pixel": Rule.LINEAR_HALF_PIXEL,
                        "align_corners": Rule.LINEAR_ALIGN_CORNERS,
                        "asymmetric": Rule.LINEAR_ASYMMETRIC,
@@ -218,19 +225,23 @@ _INTERP_NEAREST_RULE = {"half_pixel": Rule.NEAREST_HALF_PIXEL,
                         "asymmetric": Rule.NEAREST_ASYMMETRIC,
                         "pytorch_half_pixel": Rule.NEAREST_HALF_PIXEL,
                         "tf_half_pixel_for_nn": Rule.NEAREST_HALF_PIXEL}
-_INTERP_DTYPES = ck.FLOAT_DTYPES
+
+
+def _choice(op, attrs, key):
+    """An attribute among the op table's choices, or its default there."""
+    a = op.attr(key)
+    return ck.choice(attrs.get(key, a.default), key, a.choices)
 
 
 def interpolate_backward_problem(inputs, attrs):
     kernel = INTERPOLATE_BACKWARD
-    ck.check_attrs(attrs, kernel, ("mode", "coordinate_transformation_mode", "sizes", "scales",
-                                   "data_format"))
+    op = OPS[kernel]
+    ck.check_attrs(attrs, kernel, op.attr_keys)
     diff_dst = ck.as_array(ck.get_input(inputs, "diff_dst", kernel), "diff_dst")
     src_shape, src_dtype = _shape_of(ck.get_input(inputs, "src", kernel), "src")
-    mode = ck.choice(attrs.get("mode"), "mode", tuple(INTERP_MODES))
-    transform = ck.choice(attrs.get("coordinate_transformation_mode", "half_pixel"),
-                          "coordinate_transformation_mode", INTERP_TRANSFORMS)
-    data_format = ck.choice(attrs.get("data_format", "NXC"), "data_format", ("NXC", "NCX"))
+    mode = _choice(op, attrs, "mode")
+    transform = _choice(op, attrs, "coordinate_transformation_mode")
+    data_format = _choice(op, attrs, "data_format")
     layout = _interpolate_layout(_meta(diff_dst), src_shape, src_dtype, mode, transform,
                                  data_format)
     # sizes and scales only describe the resized shape (docs/semantics.md): checked last
@@ -255,7 +266,7 @@ def interpolate_backward_problem(inputs, attrs):
 def _interpolate_layout(diff_dst, src_shape, src_dtype, mode, transform, data_format):
     kernel = INTERPOLATE_BACKWARD
     channels_last = data_format == "NXC"
-    ck.check_dtype(diff_dst, "diff_dst", _INTERP_DTYPES)
+    ck.check_dtype(diff_dst, "diff_dst", OPS[kernel].dtypes("diff_dst"))
     if src_dtype != diff_dst.dtype:
         raise TypeError(f"src: got dtype {src_dtype}; expected the dtype of diff_dst "
                         f"({diff_dst.dtype})")
@@ -280,18 +291,15 @@ def _interpolate_layout(diff_dst, src_shape, src_dtype, mode, transform, data_fo
                           axes, src_dtype)
 
 
-_ORT_DTYPES = (ck.FLOAT16, ck.FLOAT32, ck.FLOAT64)
-
-
 def resize_grad_problem(inputs, attrs):
     kernel = RESIZE_GRAD
-    ck.check_attrs(attrs, kernel, ("mode", "coordinate_transformation_mode"))
+    op = OPS[kernel]
+    ck.check_attrs(attrs, kernel, op.attr_keys)
     dy = ck.as_array(ck.get_input(inputs, "dY", kernel), "dY")
     x_shape, x_dtype = _shape_of(ck.get_input(inputs, "X", kernel), "X")
-    ck.choice(attrs.get("mode", "linear"), "mode", ("linear",))
-    transform = ck.choice(attrs.get("coordinate_transformation_mode", "half_pixel"),
-                          "coordinate_transformation_mode", ("half_pixel", "align_corners"))
-    ck.check_dtype(dy, "dY", _ORT_DTYPES)
+    _choice(op, attrs, "mode")
+    transform = _choice(op, attrs, "coordinate_transformation_mode")
+    ck.check_dtype(dy, "dY", op.dtypes("dY"))
     if x_dtype != dy.dtype:
         raise TypeError(f"X: got dtype {x_dtype}; expected the dtype of dY ({dy.dtype})")
     ck.check_rank(dy, "dY", 4, "NCHW")

@@ -13,24 +13,12 @@ from .kernel_names import (CONV2D_BACKPROP_INPUT, INTERPOLATE_BACKWARD, RESIZE_B
                            RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR,
                            RESIZE_NEAREST_NEIGHBOR_GRAD)
 from . import registry
+from .ops import OPS
 from .registry import get_kernel
 
 
 # The registry's input and attribute names (tfjs's) as each function's own, for its errors
-_NAMES = {
-    RESIZE_BILINEAR_GRAD: {"dy": "grads", "images": "original_image",
-                           "alignCorners": "align_corners",
-                           "halfPixelCenters": "half_pixel_centers"},
-    RESIZE_NEAREST_NEIGHBOR_GRAD: {"dy": "grads", "images": "size",
-                                   "alignCorners": "align_corners",
-                                   "halfPixelCenters": "half_pixel_centers"},
-    CONV2D_BACKPROP_INPUT: {"dy": "out_backprop", "inputShape": "input_sizes",
-                            "dataFormat": "data_format", "pad": "explicit_paddings"},
-    RESIZE_GRAD: {"dY": "dy", "X": "x"},
-    RESIZE_BILINEAR: {"alignCorners": "align_corners", "halfPixelCenters": "half_pixel_centers"},
-    RESIZE_NEAREST_NEIGHBOR: {"alignCorners": "align_corners",
-                              "halfPixelCenters": "half_pixel_centers"},
-}
+_NAMES = {name: op.renames for name, op in OPS.items() if op.renames}
 _PATTERNS = {k: re.compile(r"(?<![\w.'\"])(" + "|".join(map(re.escape, v)) + r")(?![\w])")
              for k, v in _NAMES.items()}
 # a string pad is TF's ``padding`` attribute, not its explicit_paddings
@@ -169,7 +157,7 @@ def resize_nearest_neighbor_grad(grads, size, *, align_corners=False, half_pixel
 
 _ZEROS = bytes(16)
 _STRIDES0 = (0, 0, 0, 0)
-_NEAREST_DTYPES = frozenset(ck.NEAREST_DTYPES)
+_NEAREST_DTYPES = frozenset(OPS[RESIZE_NEAREST_NEIGHBOR_GRAD].dtypes("dy"))
 _FAST_PIXELS = 1 << 30  # larger sizes take the checks that name them (and the machine's memory)
 
 

@@ -25,22 +25,20 @@ except ImportError as exc:
 
 from . import _capi, _native
 from . import _checks as ck
-from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
-                           RESIZE_NEAREST_NEIGHBOR_GRAD)
+from .ops import FLOATS, OPS, RESIZE_BILINEAR, RESIZES
 
 if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
     raise ImportError(f"tfcompat.jax needs JAX 0.5 or newer (jax.ffi); this is {jax.__version__}")
 
 __all__ = ["library_info", "register", "resize"]
 
-METHODS = ("bilinear", "nearest")
+METHODS = tuple(RESIZES)
 TARGET = "tfcompat_resize"
-_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
-           np.dtype(np.float16): "float16", ck.BFLOAT16: "bfloat16"}
-# the C entry's kernel codes (csrc/capi.h, read by tfcompat._capi)
-_GRAD = {False: _capi.CODES[RESIZE_BILINEAR_GRAD],
-         True: _capi.CODES[RESIZE_NEAREST_NEIGHBOR_GRAD]}
-_FORWARD = {False: _capi.CODES[RESIZE_BILINEAR], True: _capi.CODES[RESIZE_NEAREST_NEIGHBOR]}
+# (the C entry takes float types only: an integer nearest resize is the PyTorch front's)
+_DTYPES = {d: d.name for d in OPS[RESIZE_BILINEAR].dtypes("images") if d in FLOATS}
+# each method's C entry kernel codes (csrc/capi.h, read by tfcompat._capi): (forward, grad)
+_CODES = {method: (_capi.CODES[forward], _capi.CODES[grad])
+          for method, (forward, grad) in RESIZES.items()}
 _SOURCE = "jax_ffi.cc"
 _lock = threading.Lock()
 _lib = None
@@ -91,8 +89,7 @@ def library_info():
     """{"library": the FFI library's path, "calls": {kernel: calls the handler has run}}
     (registers the target first if needed)."""
     lib, path = _library()
-    names = (RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR_GRAD,
-             RESIZE_NEAREST_NEIGHBOR_GRAD)
+    names = [name for pair in RESIZES.values() for name in pair]
     return {"library": path, "calls": {n: lib.tfc_jax_calls(_capi.CODES[n]) for n in names}}
 
 
@@ -124,7 +121,6 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     """
     if method not in METHODS:
         raise ValueError(f"method: got {method!r}; expected one of {list(METHODS)}")
-    nearest = method == "nearest"
     if not isinstance(x, jax.Array):
         x = jax.numpy.asarray(x)
     if x.ndim != 4:
@@ -137,7 +133,7 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     ck.front_flags(align_corners, half_pixel_centers)
     _check_platform(x)
     b, h, w, c = x.shape
-    ck.front_spatial(x.shape, h, w, nearest)
+    ck.front_spatial(x.shape, h, w, method == "nearest")
     ck.check_size((b,) + size + (c,), "size", np.dtype(x.dtype).itemsize)
     sharding = getattr(jax.typeof(x), "sharding", None)
     if (isinstance(sharding, jax.sharding.NamedSharding) and not sharding.mesh.empty
@@ -145,7 +141,7 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
         # an explicit H or W sharding (a type) is undone before the call, where JAX
         # differentiates it: the custom call's own types have H and W unsharded
         x = jax.sharding.reshard(x, _spatial_unsharded(sharding.spec, x.ndim))
-    return _resize(x, size, (h, w), nearest, bool(align_corners), bool(half_pixel_centers))
+    return _resize(x, size, (h, w), method, bool(align_corners), bool(half_pixel_centers))
 
 
 # -- the custom calls and their derivatives --------------------------------------------------------
@@ -231,16 +227,16 @@ def _op(kernel, out_hw, align_corners, half_pixel_centers):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
-def _resize(x, size, in_hw, nearest, align_corners, half_pixel_centers):
-    return _call(_FORWARD[nearest], x, size, align_corners, half_pixel_centers)
+def _resize(x, size, in_hw, method, align_corners, half_pixel_centers):
+    return _call(_CODES[method][0], x, size, align_corners, half_pixel_centers)
 
 
-def _resize_fwd(x, size, in_hw, nearest, align_corners, half_pixel_centers):
-    return _resize(x, size, in_hw, nearest, align_corners, half_pixel_centers), None
+def _resize_fwd(x, size, in_hw, method, align_corners, half_pixel_centers):
+    return _resize(x, size, in_hw, method, align_corners, half_pixel_centers), None
 
 
-def _resize_bwd(size, in_hw, nearest, align_corners, half_pixel_centers, _, g):
-    return (_resize_grad(g, size, in_hw, nearest, align_corners, half_pixel_centers),)
+def _resize_bwd(size, in_hw, method, align_corners, half_pixel_centers, _, g):
+    return (_resize_grad(g, size, in_hw, method, align_corners, half_pixel_centers),)
 
 
 _resize.defvjp(_resize_fwd, _resize_bwd)
@@ -248,16 +244,16 @@ _resize.defvjp(_resize_fwd, _resize_bwd)
 
 # The grad is linear in its input: its own grad is the resize (so grad of grad works).
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
-def _resize_grad(g, size, in_hw, nearest, align_corners, half_pixel_centers):
-    return _call(_GRAD[nearest], g, in_hw, align_corners, half_pixel_centers)
+def _resize_grad(g, size, in_hw, method, align_corners, half_pixel_centers):
+    return _call(_CODES[method][1], g, in_hw, align_corners, half_pixel_centers)
 
 
-def _resize_grad_fwd(g, size, in_hw, nearest, align_corners, half_pixel_centers):
-    return _resize_grad(g, size, in_hw, nearest, align_corners, half_pixel_centers), None
+def _resize_grad_fwd(g, size, in_hw, method, align_corners, half_pixel_centers):
+    return _resize_grad(g, size, in_hw, method, align_corners, half_pixel_centers), None
 
 
-def _resize_grad_bwd(size, in_hw, nearest, align_corners, half_pixel_centers, _, gg):
-    return (_resize(gg, size, in_hw, nearest, align_corners, half_pixel_centers),)
+def _resize_grad_bwd(size, in_hw, method, align_corners, half_pixel_centers, _, gg):
+    return (_resize(gg, size, in_hw, method, align_corners, half_pixel_centers),)
 
 
 _resize_grad.defvjp(_resize_grad_fwd, _resize_grad_bwd)

@@ -11,19 +11,11 @@ from typing import Any, Literal, Sequence, TypedDict, Union
 
 ArrayLike = Any  # a NumPy array, or anything np.asarray takes (lists, TF tensors, ...)
 
-RESIZE_BILINEAR_GRAD = "ResizeBilinearGrad"
-RESIZE_NEAREST_NEIGHBOR_GRAD = "ResizeNearestNeighborGrad"
-CONV2D_BACKPROP_INPUT = "Conv2DBackpropInput"
-INTERPOLATE_BACKWARD = "InterpolateBackward"
-RESIZE_GRAD = "ResizeGrad"
-
-KERNEL_NAMES = (RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR_GRAD, CONV2D_BACKPROP_INPUT,
-                INTERPOLATE_BACKWARD, RESIZE_GRAD)
-
-# TF's forward resizes (the backward's forward: what a port needs on both sides)
-RESIZE_BILINEAR = "ResizeBilinear"
-RESIZE_NEAREST_NEIGHBOR = "ResizeNearestNeighbor"
-FORWARD_KERNEL_NAMES = (RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR)
+# the names, and the lists made of them, come from the op table (tfcompat/ops/table.py)
+from .ops.table import (CONV2D_BACKPROP_INPUT, FORWARD_KERNEL_NAMES,  # noqa: E402,F401
+                        INTERPOLATE_BACKWARD, KERNEL_NAMES, PARAMETER_INPUTS, RESIZE_BILINEAR,
+                        RESIZE_BILINEAR_GRAD, RESIZE_GRAD, RESIZE_NEAREST_NEIGHBOR,
+                        RESIZE_NEAREST_NEIGHBOR_GRAD)
 
 
 class ResizeBilinearInputs(TypedDict):
@@ -98,10 +90,3 @@ class ResizeGradAttrs(TypedDict, total=False):
     mode: Literal["linear"]
     coordinate_transformation_mode: Literal["half_pixel", "align_corners"]
 
-
-# Inputs whose values (not only shape and dtype) the kernels' checks read: they belong to a
-# call's cache key (tfcompat/backends/cython_backend.py) with their values.
-PARAMETER_INPUTS = {
-    INTERPOLATE_BACKWARD: ("sizes",),
-    RESIZE_GRAD: ("roi", "scales"),
-}

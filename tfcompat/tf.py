@@ -22,13 +22,12 @@ import threading
 import warnings
 
 from . import _capi, _native
+from .ops import OPS
 
-COVERED = {
-    "ResizeBilinearGrad": ("float32", "float64", "float16", "bfloat16"),
-    "ResizeNearestNeighborGrad": ("uint8", "int8", "int32", "float16", "bfloat16", "float32",
-                                  "float64"),
-    "Conv2DBackpropInput": ("float16", "bfloat16", "float32", "float64"),
-}
+# {op: dtype names} that enable() can register: the op table's ops with a TF front, in each
+# of TF's types tfcompat computes
+COVERED = {name: tuple(d.name for d in op.tf_covered) for name, op in OPS.items()
+           if "tf" in op.fronts}
 # What enable() takes without ``ops``: every dtype of the resize grads (2-9x TF's kernels,
 # TF's bits), and the conv where TF's CPU kernel is Eigen's on most CPUs (float16: 6-12x;
 # float64), not where it is oneDNN's (float32 at parity, bfloat16 slower on a CPU that

@@ -10,7 +10,6 @@ memory directly (docs/architecture.md#the-pytorch-front); an output has its inpu
 format. PyTorch is an optional dependency; ``import tfcompat`` never imports it.
 """
 import math
-from typing import Sequence
 
 import numpy as np
 
@@ -25,11 +24,10 @@ from . import _checks as ck
 from . import _forward as fw
 from . import _memory
 from ._arrays import round_to
-from ._resample import Axis, ResampleLayout, Rule
+from ._resample import Axis, ResampleLayout, tf_rule
 from ._threads import kernel_threads
 from .backends import cython_backend as _cb
-from .kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD, RESIZE_NEAREST_NEIGHBOR,
-                           RESIZE_NEAREST_NEIGHBOR_GRAD)
+from .ops import FLOATS, OPS, RESIZES
 
 if not hasattr(torch.library, "custom_op"):
     raise ImportError(f"tfcompat.torch needs PyTorch 2.4 or newer (torch.library.custom_op); "
@@ -37,16 +35,29 @@ if not hasattr(torch.library, "custom_op"):
 
 __all__ = ["Resize", "resize"]
 
-METHODS = ("bilinear", "nearest")
-_FLOAT_TYPES = {torch.float32: ck.FLOAT32, torch.float64: ck.FLOAT64,
-                torch.float16: ck.FLOAT16, torch.bfloat16: ck.BFLOAT16}
-# nearest also copies the integer types TF's nearest resize takes (its backward is for floats)
-_INT_TYPES = {torch.int8: np.dtype(np.int8), torch.uint8: np.dtype(np.uint8),
-              torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
-              torch.int64: np.dtype(np.int64)}
+METHODS = tuple(RESIZES)
+# NumPy's dtype of each torch dtype the op table names
+_NUMPY = {torch.float32: ck.FLOAT32, torch.float64: ck.FLOAT64, torch.float16: ck.FLOAT16,
+          torch.bfloat16: ck.BFLOAT16, torch.int8: np.dtype(np.int8),
+          torch.uint8: np.dtype(np.uint8), torch.int16: np.dtype(np.int16),
+          torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64)}
 if hasattr(torch, "uint16"):
-    _INT_TYPES[torch.uint16] = np.dtype(np.uint16)
-_ALL_TYPES = {**_FLOAT_TYPES, **_INT_TYPES}
+    _NUMPY[torch.uint16] = np.dtype(np.uint16)
+_FLOAT_TYPES = {t: d for t, d in _NUMPY.items() if d in FLOATS}
+
+
+def _front_types(method):
+    """The torch dtypes a method's forward takes: the op's dtypes where its output has the
+    input's dtype (nearest); float types where TF's output is float32 (bilinear: the front
+    returns x's dtype). Its backward takes float types only."""
+    op = OPS[RESIZES[method][0]]
+    if op.out_dtype != "images":
+        return _FLOAT_TYPES
+    return {t: d for t, d in _NUMPY.items() if d in op.dtypes("images")}
+
+
+_TYPES = {method: _front_types(method) for method in METHODS}
+_ALL_TYPES = {t: d for types in _TYPES.values() for t, d in types.items()}
 
 
 def _names(dtypes):
@@ -84,22 +95,20 @@ def _front_size(size, name):
     return ck.front_size(size, name)
 
 
-def _check_forward(x, size, align_corners, half_pixel_centers, nearest, real=True):
+def _check_forward(x, size, align_corners, half_pixel_centers, method, real=True):
     """The output's (height, width) of a valid forward call; ``real``: x has memory (not a fake
     tensor being traced), so the output's size is checked against this machine's."""
-    method = "nearest" if nearest else "bilinear"
-    _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
-                  f"tfcompat.torch.resize(method={method!r})")
+    _check_tensor(x, "x", _TYPES[method], f"tfcompat.torch.resize(method={method!r})")
     size = _front_size(size, "size")
     ck.front_flags(align_corners, half_pixel_centers)
     h, w = x.shape[2], x.shape[3]
-    ck.front_spatial(x.shape, h, w, nearest)
+    ck.front_spatial(x.shape, h, w, method == "nearest")
     if real:
         ck.check_size((x.shape[0], x.shape[1]) + size, "size", x.element_size())
     return size
 
 
-def _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest, real=True):
+def _check_backward(grad, input_size, align_corners, half_pixel_centers, method, real=True):
     """The input's (height, width) of a valid backward call (``real`` as above)."""
     _check_tensor(grad, "grad", _FLOAT_TYPES, "the backward of tfcompat.torch.resize")
     size = _front_size(input_size, "input_size")
@@ -141,14 +150,6 @@ def _nhwc(t, channels_last):
         return _numpy(t.permute(0, 2, 3, 1))
     n, c, h, w = t.shape
     return _numpy(t).reshape(n * c, h, w, 1)
-
-
-def _rule(nearest, align_corners, half_pixel_centers):
-    if nearest:
-        return (Rule.NEAREST_ALIGN_CORNERS if align_corners else Rule.NEAREST_HALF_PIXEL
-                if half_pixel_centers else Rule.NEAREST_ASYMMETRIC)
-    return (Rule.LINEAR_ALIGN_CORNERS if align_corners else Rule.LINEAR_HALF_PIXEL
-            if half_pixel_centers else Rule.LINEAR_ASYMMETRIC)
 
 
 # -- the kernels --------------------------------------------------------------------------------
@@ -231,16 +232,18 @@ def _as_laid_out(t):
     return t.contiguous()
 
 
-def _forward(x, size, align_corners, half_pixel_centers, nearest):
+def _forward(x, size, align_corners, half_pixel_centers, method):
     x = _as_laid_out(x.detach())
-    key = ("torch", nearest, x.dtype, x.shape, x.stride(), tuple(size), align_corners,
+    key = ("torch", method, x.dtype, x.shape, x.stride(), tuple(size), align_corners,
            half_pixel_centers)
     return _run(key, lambda: _forward_runner(x, size, align_corners, half_pixel_centers,
-                                              nearest), x)
+                                              method), x)
 
 
-def _forward_runner(x, size, align_corners, half_pixel_centers, nearest):
-    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, nearest)
+def _forward_runner(x, size, align_corners, half_pixel_centers, method):
+    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, method)
+    kernel = RESIZES[method][0]
+    nearest = method == "nearest"
     n, c, h, w = x.shape
     cl = _channels_last(x)
     shape = (n, c, oh, ow)
@@ -251,13 +254,10 @@ def _forward_runner(x, size, align_corners, half_pixel_centers, nearest):
         return _runner(shape, x, cl, "copy")
     r = _runner(shape, x, cl, "forward")
     dtype = _ALL_TYPES[x.dtype]
-    rule = _rule(nearest, align_corners, half_pixel_centers)
-    if nearest:
-        kernel, computed = RESIZE_NEAREST_NEIGHBOR, dtype
-    else:
-        # TF's float32 arithmetic; float64 in float64 (an extension, docs/semantics.md §12)
-        kernel = RESIZE_BILINEAR
-        computed = ck.FLOAT64 if dtype == ck.FLOAT64 else ck.FLOAT32
+    rule = tf_rule(nearest, align_corners, half_pixel_centers)
+    # TF's float32 arithmetic (bilinear); float64 in float64 (an extension, docs/semantics.md
+    # §12); nearest copies in the image's dtype
+    computed = dtype if nearest else ck.FLOAT64 if dtype == ck.FLOAT64 else ck.FLOAT32
     r.problem = fw.ForwardProblem(_nhwc(x, cl), kernel, (Axis(h, oh, rule), Axis(w, ow, rule)),
                                   computed)
     r.plan = _cb.forward_plan(r.problem)
@@ -272,26 +272,25 @@ def _forward_runner(x, size, align_corners, half_pixel_centers, nearest):
     return r
 
 
-def _backward(grad, input_size, align_corners, half_pixel_centers, nearest):
+def _backward(grad, input_size, align_corners, half_pixel_centers, method):
     grad = _as_laid_out(grad.detach())    # e.g. the expanded ones of y.sum().backward(): copied
-    key = ("torch-grad", nearest, grad.dtype, grad.shape, grad.stride(), tuple(input_size),
+    key = ("torch-grad", method, grad.dtype, grad.shape, grad.stride(), tuple(input_size),
            align_corners, half_pixel_centers)
     return _run(key, lambda: _backward_runner(grad, input_size, align_corners,
-                                               half_pixel_centers, nearest), grad)
+                                               half_pixel_centers, method), grad)
 
 
-def _backward_runner(grad, input_size, align_corners, half_pixel_centers, nearest):
-    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest)
+def _backward_runner(grad, input_size, align_corners, half_pixel_centers, method):
+    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, method)
     n, c, oh, ow = grad.shape
     cl = _channels_last(grad)
     shape = (n, c, h, w)
     if 0 in shape:
         return _runner(shape, grad, cl, "empty")
     r = _runner(shape, grad, cl, "backward")
-    rule = _rule(nearest, align_corners, half_pixel_centers)
+    rule = tf_rule(method == "nearest", align_corners, half_pixel_centers)
     dtype = _FLOAT_TYPES[grad.dtype]
-    layout = ResampleLayout(RESIZE_NEAREST_NEIGHBOR_GRAD if nearest else RESIZE_BILINEAR_GRAD,
-                            dtype, n, c, cl, (Axis(h, oh, rule), Axis(w, ow, rule)), dtype)
+    layout = ResampleLayout(RESIZES[method][1], dtype, n, c, cl, (Axis(h, oh, rule), Axis(w, ow, rule)), dtype)
     r.plan = _cb.resample_plan(layout)
     r.nbytes = r.plan.nbytes
     if r.plan.direct and not r.plan.large:  # (a large call has the plan check its peak)
@@ -303,49 +302,39 @@ def _backward_runner(grad, input_size, align_corners, half_pixel_centers, neares
 
 # The fake kernels run while torch.compile traces, on fake tensors whose sizes may be symbolic:
 # the checks hold for every size the graph serves, and the memory check waits for real tensors.
-def _fake_forward(x, size, align_corners, half_pixel_centers, nearest):
-    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, nearest, real=False)
+def _fake_forward(x, size, align_corners, half_pixel_centers, method):
+    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, method, real=False)
     cl = _channels_last(x)
     return _empty((x.shape[0], x.shape[1], oh, ow), x, cl)
 
 
-def _fake_backward(grad, input_size, align_corners, half_pixel_centers, nearest):
-    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, nearest,
+def _fake_backward(grad, input_size, align_corners, half_pixel_centers, method):
+    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, method,
                            real=False)
     return _empty((grad.shape[0], grad.shape[1], h, w), grad, _channels_last(grad))
 
 
-@torch.library.custom_op("tfcompat::resize_bilinear", mutates_args=(), device_types="cpu")
-def _resize_bilinear(x: torch.Tensor, size: Sequence[int], align_corners: bool,
-                     half_pixel_centers: bool) -> torch.Tensor:
-    return _forward(x, size, align_corners, half_pixel_centers, False)
+_FORWARD_SCHEMA = "(Tensor x, SymInt[] size, bool align_corners, bool half_pixel_centers) -> Tensor"
+_BACKWARD_SCHEMA = ("(Tensor grad, SymInt[] input_size, bool align_corners, "
+                    "bool half_pixel_centers) -> Tensor")
 
 
-@torch.library.custom_op("tfcompat::resize_bilinear_backward", mutates_args=(),
-                         device_types="cpu")
-def _resize_bilinear_backward(grad: torch.Tensor, input_size: Sequence[int],
-                              align_corners: bool, half_pixel_centers: bool) -> torch.Tensor:
-    return _backward(grad, input_size, align_corners, half_pixel_centers, False)
-
-
-@torch.library.custom_op("tfcompat::resize_nearest", mutates_args=(), device_types="cpu")
-def _resize_nearest(x: torch.Tensor, size: Sequence[int], align_corners: bool,
-                    half_pixel_centers: bool) -> torch.Tensor:
-    return _forward(x, size, align_corners, half_pixel_centers, True)
-
-
-@torch.library.custom_op("tfcompat::resize_nearest_backward", mutates_args=(),
-                         device_types="cpu")
-def _resize_nearest_backward(grad: torch.Tensor, input_size: Sequence[int],
-                             align_corners: bool, half_pixel_centers: bool) -> torch.Tensor:
-    return _backward(grad, input_size, align_corners, half_pixel_centers, True)
-
-
-def _register(forward_op, backward_op, nearest):
+def _define(method):
+    """The operator pair of one method, named by the op table's records (its forward's front
+    name, and its gradient's): kernels, fake kernels and autograd formulas."""
+    forward, grad = (OPS[name].fronts["torch"] for name in RESIZES[method])
+    forward_op = torch.library.custom_op(
+        f"tfcompat::{forward}",
+        lambda x, size, ac, hpc: _forward(x, size, ac, hpc, method),
+        mutates_args=(), device_types="cpu", schema=_FORWARD_SCHEMA)
+    backward_op = torch.library.custom_op(
+        f"tfcompat::{grad}",
+        lambda grad, input_size, ac, hpc: _backward(grad, input_size, ac, hpc, method),
+        mutates_args=(), device_types="cpu", schema=_BACKWARD_SCHEMA)
     forward_op.register_fake(
-        lambda x, size, ac, hpc: _fake_forward(x, size, ac, hpc, nearest))
+        lambda x, size, ac, hpc: _fake_forward(x, size, ac, hpc, method))
     backward_op.register_fake(
-        lambda grad, input_size, ac, hpc: _fake_backward(grad, input_size, ac, hpc, nearest))
+        lambda grad, input_size, ac, hpc: _fake_backward(grad, input_size, ac, hpc, method))
 
     def forward_setup(ctx, inputs, output):
         x, _, ctx.align_corners, ctx.half_pixel_centers = inputs
@@ -366,15 +355,12 @@ def _register(forward_op, backward_op, nearest):
 
     forward_op.register_autograd(forward_grad, setup_context=forward_setup)
     backward_op.register_autograd(backward_grad, setup_context=backward_setup)
+    return (getattr(torch.ops.tfcompat, forward).default,
+            getattr(torch.ops.tfcompat, grad).default)
 
 
-_register(_resize_bilinear, _resize_bilinear_backward, False)
-_register(_resize_nearest, _resize_nearest_backward, True)
-
-_OPS = {"bilinear": (torch.ops.tfcompat.resize_bilinear.default,
-                     torch.ops.tfcompat.resize_bilinear_backward.default),
-        "nearest": (torch.ops.tfcompat.resize_nearest.default,
-                    torch.ops.tfcompat.resize_nearest_backward.default)}
+# {method: (forward operator, backward operator)}, one pair per TF resize in the op table
+_OPS = {method: _define(method) for method in METHODS}
 
 
 # -- eager calls --------------------------------------------------------------------------------
@@ -388,15 +374,15 @@ _OPS = {"bilinear": (torch.ops.tfcompat.resize_bilinear.default,
 # signature, ~30 us a call)
 class _ResizeFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, size, align_corners, half_pixel_centers, nearest):
+    def forward(ctx, x, size, align_corners, half_pixel_centers, method):
         ctx.size = (x.shape[2], x.shape[3])
-        ctx.align_corners, ctx.half_pixel_centers, ctx.nearest = (align_corners,
-                                                                  half_pixel_centers, nearest)
-        return _forward(x, size, align_corners, half_pixel_centers, nearest)
+        ctx.align_corners, ctx.half_pixel_centers, ctx.method = (align_corners,
+                                                                 half_pixel_centers, method)
+        return _forward(x, size, align_corners, half_pixel_centers, method)
 
     @staticmethod
     def backward(ctx, grad):
-        args = (ctx.size, ctx.align_corners, ctx.half_pixel_centers, ctx.nearest)
+        args = (ctx.size, ctx.align_corners, ctx.half_pixel_centers, ctx.method)
         if torch.is_grad_enabled():     # create_graph: the backward is differentiable too
             return _ResizeGradFn.apply(grad, *args), None, None, None, None
         return _backward(grad, *args), None, None, None, None
@@ -404,17 +390,17 @@ class _ResizeFn(torch.autograd.Function):
 
 class _ResizeGradFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, grad, input_size, align_corners, half_pixel_centers, nearest):
+    def forward(ctx, grad, input_size, align_corners, half_pixel_centers, method):
         ctx.size = (grad.shape[2], grad.shape[3])
-        ctx.align_corners, ctx.half_pixel_centers, ctx.nearest = (align_corners,
-                                                                  half_pixel_centers, nearest)
-        return _backward(grad, input_size, align_corners, half_pixel_centers, nearest)
+        ctx.align_corners, ctx.half_pixel_centers, ctx.method = (align_corners,
+                                                                 half_pixel_centers, method)
+        return _backward(grad, input_size, align_corners, half_pixel_centers, method)
 
     @staticmethod
     def backward(ctx, grad_grad):
         # the backward is linear in grad with the forward's weights: its adjoint is the forward
         return (_ResizeFn.apply(grad_grad, ctx.size, ctx.align_corners,
-                                ctx.half_pixel_centers, ctx.nearest), None, None, None, None)
+                                ctx.half_pixel_centers, ctx.method), None, None, None, None)
 
 
 def _eager(x):
@@ -449,11 +435,7 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     and bfloat16 are TF's float32 result rounded once; float64 is computed in float64 (TF
     computes it in float32). Differentiable (twice) in the floating types.
     """
-    if method == "bilinear":
-        nearest = False
-    elif method == "nearest":
-        nearest = True
-    else:
+    if method not in METHODS:
         raise ValueError(f"method: got {method!r}; expected one of {METHODS}")
     if (type(size) in (list, tuple) and len(size) == 2 and type(size[0]) is int
             and type(size[1]) is int and type(align_corners) is bool
@@ -463,16 +445,15 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
         if x.is_cpu and x.layout == torch.strided:
             size = (size[0], size[1])
             if x.requires_grad and torch.is_grad_enabled():
-                return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, nearest)
-            return _forward(x, size, align_corners, half_pixel_centers, nearest)
-    _check_tensor(x, "x", _ALL_TYPES if nearest else _FLOAT_TYPES,
-                  f"tfcompat.torch.resize(method={method!r})")
+                return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, method)
+            return _forward(x, size, align_corners, half_pixel_centers, method)
+    _check_tensor(x, "x", _TYPES[method], f"tfcompat.torch.resize(method={method!r})")
     size = _front_size(size, "size")
     ck.front_flags(align_corners, half_pixel_centers)
     if x.is_cpu and _eager(x):
         if x.requires_grad and torch.is_grad_enabled():
-            return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, nearest)
-        return _forward(x, size, align_corners, half_pixel_centers, nearest)
+            return _ResizeFn.apply(x, size, align_corners, half_pixel_centers, method)
+        return _forward(x, size, align_corners, half_pixel_centers, method)
     return _OPS[method][0](x, list(size), align_corners, half_pixel_centers)
 
 

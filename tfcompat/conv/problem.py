@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _checks as ck, _memory
-from ..registry import CONV2D_BACKPROP_INPUT
+from ..ops import CONV2D_BACKPROP_INPUT, OPS
 
 KERNEL = CONV2D_BACKPROP_INPUT
-ATTRS = ("inputShape", "strides", "pad", "dataFormat", "dimRoundingMode", "dilations")
+OP = OPS[KERNEL]
+ATTRS = OP.attr_keys
 
 
 @dataclass(frozen=True)
@@ -232,10 +233,11 @@ def conv_problem(inputs, attrs):
     ck.check_attrs(attrs, KERNEL, ATTRS)
     dy = ck.as_array(ck.get_input(inputs, "dy", KERNEL), "dy")
     w = ck.as_array(ck.get_input(inputs, "filter", KERNEL), "filter")
-    data_format = ck.choice(attrs.get("dataFormat", "NHWC"), "dataFormat", ("NHWC", "NCHW"))
+    fmt = OP.attr("dataFormat")
+    data_format = ck.choice(attrs.get("dataFormat", fmt.default), "dataFormat", fmt.choices)
     channels_last = data_format == "NHWC"
-    ck.check_dtype(dy, "dy", ck.FLOAT_DTYPES)
-    ck.check_dtype(w, "filter", ck.FLOAT_DTYPES)
+    ck.check_dtype(dy, "dy", OP.dtypes("dy"))
+    ck.check_dtype(w, "filter", OP.dtypes("filter"))
     if w.dtype != dy.dtype:
         raise TypeError(f"filter: got dtype {w.dtype}; expected the dtype of dy ({dy.dtype})")
     ck.check_rank(dy, "dy", 4, data_format)
@@ -264,14 +266,16 @@ def conv_problem(inputs, attrs):
         raise ValueError(f"filter: in_channels {fic} (shape {tuple(w.shape)}) does not match "
                          f"inputShape's {C} channels ({list(x_shape)})"
                          + ("; grouped convolution is not supported" if grouped else ""))
-    sh, sw = _spatial_pair(attrs.get("strides", 1), "strides", data_format)
-    dh, dw = _spatial_pair(attrs.get("dilations", 1), "dilations", data_format)
+    sh, sw = _spatial_pair(attrs.get("strides", OP.attr("strides").default), "strides",
+                           data_format)
+    dh, dw = _spatial_pair(attrs.get("dilations", OP.attr("dilations").default),
+                           "dilations", data_format)
     rounding = attrs.get("dimRoundingMode")
     if rounding is not None:
-        ck.choice(rounding, "dimRoundingMode", ("floor", "round", "ceil"))
-    pad = attrs.get("pad", "valid")
+        ck.choice(rounding, "dimRoundingMode", OP.attr("dimRoundingMode").choices)
+    pad = attrs.get("pad", OP.attr("pad").default)
     if isinstance(pad, str):
-        kind = ck.choice(pad.lower(), "pad", ("valid", "same"))
+        kind = ck.choice(pad.lower(), "pad", OP.attr("pad").choices)
         if rounding is not None:
             raise ValueError(f"dimRoundingMode: got {rounding!r} with pad {pad!r}; it applies only "
                              "to a numeric or explicit pad")
