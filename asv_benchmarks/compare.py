@@ -40,63 +40,8 @@ import tracemalloc
 import numpy as np
 
 from . import impls as I
+from .timing import blas_info, blas_line, median_interleaved, render  # noqa: F401
 from .shapes import CONV, INTERP, RESIZE
-
-
-def blas_info():
-    """Each BLAS loaded in this process: library, version, the kernel it picked (OpenBLAS's
-    ``architecture``: Haswell is AVX2, SkylakeX and Zen4 AVX-512) and its threads."""
-    from threadpoolctl import threadpool_info
-    out = []
-    for lib in threadpool_info():
-        if lib.get("user_api") != "blas":
-            continue
-        out.append({"library": os.path.basename(lib.get("filepath", "?")),
-                    "api": lib.get("internal_api"), "version": lib.get("version"),
-                    "architecture": lib.get("architecture"),
-                    "threads": lib.get("num_threads")})
-    return out
-
-
-def blas_line(libs):
-    env = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-           if k in os.environ]
-    text = "; ".join(f"{b['library']} ({b['api']} {b['version']}, {b['architecture']})"
-                     for b in libs) or "no BLAS loaded"
-    return text + ("; environment sets " + ", ".join(env) if env else "")
-
-
-def _median_interleaved(funcs, repeat, warmup=0.0, slow=None):
-    """Median seconds of each callable: two warm-up calls each, ``warmup`` seconds of
-    interleaved rounds, then ``repeat`` interleaved timed rounds. A callable whose first call
-    took more than ``slow`` seconds is timed apart (three runs) instead."""
-    first, apart = {}, {}
-    for k, f in funcs.items():
-        t = time.perf_counter()
-        f()
-        first[k] = time.perf_counter() - t
-    if slow is not None:
-        apart = {k: funcs[k] for k in funcs if first[k] > slow}
-        funcs = {k: f for k, f in funcs.items() if k not in apart}
-    for f in funcs.values():
-        f()
-    end = time.perf_counter() + warmup
-    while time.perf_counter() < end:  # interleaved warm-up rounds (see WARMUP_S)
-        for f in funcs.values():
-            f()
-    times = {k: [] for k in funcs}
-    for _ in range(repeat):
-        for k, f in funcs.items():
-            t = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t)
-    for k, f in apart.items():
-        times[k] = []
-        for _ in range(3):
-            t = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t)
-    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 # The practical peaks are timed right before every row (median of ``repeat`` runs), so each row
@@ -155,10 +100,10 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
     copies, mms, fmas = [], [], []
 
     def bandwidth_row(name, funcs, nbytes, dy_nbytes):
-        copy = copy_bytes / _median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
+        copy = copy_bytes / median_interleaved({"copy": copy_fn}, repeat)["copy"] / 1e9
         # the floor takes its turn after the others, so it meets the caches as they leave them
         floor = I.floor_probe(dy_nbytes, nbytes - dy_nbytes, threads)
-        t = _median_interleaved(dict(funcs, floor=floor), repeat, warmup, slow)
+        t = median_interleaved(dict(funcs, floor=floor), repeat, warmup, slow)
         copies.append(copy)
         rows.append(_row(name, "float32", t, funcs, gbs=nbytes / t["tfcompat"] / 1e9, copy=copy))
 
@@ -183,12 +128,12 @@ def run(which, repeat, threads, dtypes, warmup=WARMUP_S, peers=(), slow=0.5):
         for dt in dtypes:
             for sid in CONV:
                 funcs, flops = I.make_conv(sid, dt, threads, rng, peers=peers)
-                mm = mm_flops / _median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
+                mm = mm_flops / median_interleaved({"mm": mm_fn}, repeat)["mm"] / 1e9
                 time.sleep(0.3)  # OpenBLAS threads spin ~2**28 cycles after a call; let them sleep
                 # (the FMA peak after that: spinning threads would take its cores)
                 peak = (None if fma is None
-                        else fma[1] / _median_interleaved({"fma": fma[0]}, repeat)["fma"] / 1e9)
-                t = _median_interleaved(funcs, repeat, warmup, slow)
+                        else fma[1] / median_interleaved({"fma": fma[0]}, repeat)["fma"] / 1e9)
+                t = median_interleaved(funcs, repeat, warmup, slow)
                 mms.append(mm)
                 if peak is not None:
                     fmas.append(peak)
@@ -282,17 +227,6 @@ def table(rows, markdown=False):
     if markdown:
         head = [h.replace("|", " or ") for h in head]  # a bare | would split the cell
     return render(head, body, markdown, 2)
-
-
-def render(head, body, markdown, labels):
-    """The rows as a Markdown table, or as aligned text: the first ``labels`` columns to the
-    left, the numbers to the right."""
-    if markdown:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(b) + " |" for b in body])
-    w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-    return "\n".join("  ".join(x[i].ljust(w[i]) if i < labels else x[i].rjust(w[i])
-                               for i in range(len(head))) for x in [head] + body)
 
 
 def plot(rows, path):

@@ -150,7 +150,7 @@ def main(argv=None):
     import tfcompat
     from tfcompat.conv import STRATEGIES, current_machine
     from tfcompat.conv.run import strategy_of
-    from .compare import blas_info, blas_line
+    from .timing import blas_info, blas_line
     if args.threads:
         tfcompat.set_num_threads(args.threads)
     nthreads = tfcompat.get_num_threads()

@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from . import impls as I
-from .compare import _median_interleaved, render
+from .timing import median_interleaved, render
 from .shapes import RESIZE
 
 WORKLOADS = dict({"T0": ((1, 8, 8, 8), (1, 16, 16, 8))}, **RESIZE)
@@ -76,10 +76,10 @@ def run(repeat, threads, warmup, workloads=None):
             for p in PASSES:
                 row = {"workload": sid, "mode": f"{method} half", "pass": p}
                 # ours beside JAX's, then beside the direct call and the empty jit
-                t = _median_interleaved({k: funcs[p][k] for k in ("tfcompat", "jax")}, repeat,
+                t = median_interleaved({k: funcs[p][k] for k in ("tfcompat", "jax")}, repeat,
                                         warmup)
                 row["ours_ms"], row["jax_ms"] = t["tfcompat"] * 1e3, t["jax"] * 1e3
-                t = _median_interleaved({k: funcs[p][k] for k in ("tfcompat", "direct",
+                t = median_interleaved({k: funcs[p][k] for k in ("tfcompat", "direct",
                                                                    "empty")}, repeat, warmup)
                 row["ours_direct_ms"] = t["tfcompat"] * 1e3
                 row["direct_ms"], row["empty_ms"] = t["direct"] * 1e3, t["empty"] * 1e3
@@ -122,7 +122,7 @@ def _sharded_rows(repeat, warmup, devices, workload):
                  "backward": jax.jit(lambda t, u: jax.vjp(f, t)[1](u)[0])}
         for p, fn in calls.items():
             same = np.asarray(fn(*one)).tobytes() == np.asarray(fn(*split)).tobytes()
-            t = _median_interleaved({"one": lambda: fn(*one).block_until_ready(),
+            t = median_interleaved({"one": lambda: fn(*one).block_until_ready(),
                                      "sharded": lambda: fn(*split).block_until_ready()},
                                     repeat, warmup)
             rows.append({"workload": workload, "mode": f"{method} half", "pass": p,

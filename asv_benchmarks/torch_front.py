@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from . import impls as I
-from .compare import _median_interleaved, render
+from .timing import median_interleaved, render
 from .shapes import RESIZE
 
 # a tiny call: the per-call overhead (issue: at most 2x PyTorch's forward and backward)
@@ -92,11 +92,11 @@ def run(repeat, threads, warmup, workloads=None):
                         if len(pair) < 2:
                             row[f"{col}_ms"] = row[f"ours_{col}_ms"] = float("nan")
                             continue
-                        t = _median_interleaved(pair, repeat, warmup)
+                        t = median_interleaved(pair, repeat, warmup)
                         row[f"{col}_ms"] = t[other] * 1e3
                         row[f"ours_{col}_ms"] = t["tfcompat"] * 1e3
                     if math.isnan(row["ours_torch_ms"]) and math.isnan(row["ours_tf_ms"]):
-                        t = _median_interleaved({"tfcompat": funcs[p]["tfcompat"]}, repeat,
+                        t = median_interleaved({"tfcompat": funcs[p]["tfcompat"]}, repeat,
                                                 warmup)
                         row["ours_torch_ms"] = t["tfcompat"] * 1e3
                     rows.append(row)

@@ -1,7 +1,7 @@
 """The comparison command's derived columns, checked by hand arithmetic (no timing here)."""
 import pytest
 
-from asv_benchmarks import compare
+from asv_benchmarks import compare, timing
 
 
 def test_bandwidth_row_ratios_and_ceiling():
@@ -101,12 +101,12 @@ def test_warm_up_rounds_are_interleaved_and_untimed():
     order."""
     calls = []
     funcs = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
-    times = compare._median_interleaved(funcs, 3, warmup=0.01)
+    times = timing.median_interleaved(funcs, 3, warmup=0.01)
     assert sorted(times) == ["a", "b", "c"]
     assert len(calls) % 3 == 0 and calls == ["a", "b", "c"] * (len(calls) // 3)
     assert len(calls) // 3 > 2 + 3  # warm-up rounds ran before the 3 timed ones
     calls.clear()
-    compare._median_interleaved(funcs, 3)  # no warm-up time: 2 rounds, then 3 timed ones
+    timing.median_interleaved(funcs, 3)  # no warm-up time: 2 rounds, then 3 timed ones
     assert calls == ["a", "b", "c"] * 5
 
 
@@ -121,6 +121,6 @@ def test_a_slow_implementation_is_timed_apart():
         time.sleep(0.02)
 
     funcs = {"a": lambda: calls.append("a"), "slow": slow}
-    times = compare._median_interleaved(funcs, 4, slow=0.01)
+    times = timing.median_interleaved(funcs, 4, slow=0.01)
     assert sorted(times) == ["a", "slow"] and times["slow"] >= 0.02
     assert calls == ["a", "slow"] + ["a"] * (1 + 4) + ["slow"] * 3
