@@ -18,12 +18,27 @@ channels, ``oc`` output channels, ``k`` kernel, ``s`` strides, ``d`` dilations, 
 import itertools
 from dataclasses import dataclass, field, replace
 
-OPS = {"rbg": "ResizeBilinearGrad", "rnn": "ResizeNearestNeighborGrad",
-       "conv": "Conv2DBackpropInput", "interp": "InterpolateBackward", "ortrg": "ResizeGrad",
-       "rb": "ResizeBilinear", "rn": "ResizeNearestNeighbor"}
+from tfcompat.ops import table as T
+
+# each op's token: the op table's records (tfcompat/ops)
+OPS = {"rbg": T.RESIZE_BILINEAR_GRAD, "rnn": T.RESIZE_NEAREST_NEIGHBOR_GRAD,
+       "conv": T.CONV2D_BACKPROP_INPUT, "interp": T.INTERPOLATE_BACKWARD, "ortrg": T.RESIZE_GRAD,
+       "rb": T.RESIZE_BILINEAR, "rn": T.RESIZE_NEAREST_NEIGHBOR}
 # the forward resizes: their cases have the TF pair's tokens, i the image, o the output size
-FORWARD_OPS = ("rb", "rn")
-DTYPES = ("f32", "f64", "f16", "bf16", "u8", "i8", "i32")
+FORWARD_OPS = tuple(tok for tok, name in OPS.items() if not T.OPS[name].grad_of)
+# each dtype's token
+DTYPE_TOKENS = {"f32": T.FLOAT32, "f64": T.FLOAT64, "f16": T.FLOAT16, "bf16": T.BFLOAT16,
+                "u8": T.UINT8, "i8": T.INT8, "u16": T.UINT16, "i16": T.INT16, "i32": T.INT32,
+                "i64": T.INT64}
+DTYPES = tuple(DTYPE_TOKENS)
+
+
+def op_dtypes(op, key):
+    """The tokens of every dtype the op table's record of ``op`` takes for input ``key``,
+    float32's first."""
+    record = T.OPS[OPS[op]]
+    tokens = {d: tok for tok, d in DTYPE_TOKENS.items()}
+    return ("f32",) + tuple(tokens[d] for d in record.dtypes(key) if d != T.FLOAT32)
 # flags of the TF pair: legacy, align corners, half pixel, both (nearest only)
 TF_FLAGS = {"lg": (False, False), "ac": (True, False), "hp": (False, True), "achp": (True, True)}
 INTERP_T = {"hp": "half_pixel", "ac": "align_corners", "as": "asymmetric",
@@ -145,7 +160,7 @@ def _conv_cases(full):
     dils = (1, 2)
     pads = ("SAME", "VALID", "E1.1.1.1", "E0.2.1.0")
     layouts = ("nhwc", "nchw")
-    dtypes = ("f32", "f64", "f16", "bf16")
+    dtypes = op_dtypes("conv", "dy")
     cases = []
     for n, (k, s, d, p, lay) in enumerate(itertools.product(kernels, strides, dils, pads, layouts)):
         if not full and n % 3:
@@ -184,7 +199,7 @@ def _interp_cases(full):
     spatial = {1: ((5,), (9,)), 2: ((5, 3), (9, 2)), 3: ((5, 3, 4), (9, 2, 7))}
     extra = {1: ((1,), (4,)), 2: ((4, 4), (1, 8)), 3: ((2, 3, 2), (4, 3, 1))}
     modes = {"nearest": (1, 2, 3), "linear": (1, 2, 3), "bilinear": (2,), "trilinear": (3,)}
-    dtypes = ("f32", "f64", "f16", "bf16")
+    dtypes = op_dtypes("interp", "diff_dst")
     cases = []
     n = 0
     for mode, ranks in modes.items():
@@ -205,7 +220,7 @@ def _ort_cases(full):
              Case("ortrg", "f32", b=1, i=(4, 4), o=(8, 8), c=1, t="ac")]
     shapes = [((5, 7), (11, 3)), ((8, 8), (4, 4)), ((3, 5), (6, 12)), ((1, 4), (3, 1))]
     for n, ((i, o), t, dt) in enumerate(itertools.product(
-            shapes, ("hp", "ac"), ("f32", "f64", "f16") if full else ("f32",))):
+            shapes, ("hp", "ac"), op_dtypes("ortrg", "dY") if full else ("f32",))):
         cases.append(Case("ortrg", dt, b=2, i=i, o=o, c=3, t=t))
     scaled = [((4, 6), (2.5, 1.5)), ((7, 3), (1.3, 2.7)), ((5, 5), (0.6, 0.8))]
     for i, sc in scaled:
@@ -224,10 +239,16 @@ def grid(name):
 
 def _grid(name):
     if name == "quick":
-        half = lambda n: ("f32",) + ((("f64", "f16", "bf16")[n % 3],) if n % 2 == 0 else ())  # noqa: E731
-        nn_dt = lambda n: ("f32",) + ((("f64", "f16", "bf16", "u8", "i8", "i32")[(n // 2) % 6],) if n % 2 else ())  # noqa: E731
-        # the forwards: float32, and every other shape one more of TF's dtypes in turn
-        fwd_dt = lambda n: ("f32",) + ((("f16", "u8", "f64", "bf16", "i8", "i32")[(n // 2) % 6],) if n % 2 == 0 else ())  # noqa: E731
+        # float32, and every other shape one more of the op's other dtypes in turn
+        def turns(op, key, odd):
+            others = op_dtypes(op, key)[1:]
+            return lambda n: ("f32",) + ((others[(n // 2) % len(others)],) if n % 2 == odd
+                                         else ())
+        half = lambda n: ("f32",) + ((op_dtypes("rbg", "images")[1:][n % 3],) if n % 2 == 0 else ())  # noqa: E731
+        nn_dt = turns("rnn", "dy", 1)
+        # the forwards' nine other dtypes: one per shape
+        fwd_others = op_dtypes("rb", "images")[1:]
+        fwd_dt = lambda n: ("f32", fwd_others[n % len(fwd_others)])  # noqa: E731
         return (_tf_pair_cases("rbg", RESIZE_SHAPES_QUICK, half)
                 + _tf_pair_cases("rnn", RESIZE_SHAPES_QUICK, nn_dt)
                 + _conv_cases(False) + _interp_cases(False) + _ort_cases(False)
@@ -235,11 +256,14 @@ def _grid(name):
                 + _tf_pair_cases("rn", RESIZE_SHAPES_QUICK, fwd_dt))
     if name == "full":
         shapes = _resize_shapes_full() + RESIZE_SHAPES_QUICK
-        rbg_dt = lambda n: ("f32",) + (("f64", "f16", "bf16") if n % 5 == 0 else ())  # noqa: E731
-        rnn_dt = lambda n: ("f32",) + (("f64", "f16", "bf16", "u8", "i8", "i32") if n % 5 == 0 else ())  # noqa: E731
-        return (_tf_pair_cases("rbg", shapes, rbg_dt) + _tf_pair_cases("rnn", shapes, rnn_dt)
+        # float32, and every fifth shape every other dtype of the op
+        def every(op, key):
+            return lambda n: op_dtypes(op, key) if n % 5 == 0 else ("f32",)
+        return (_tf_pair_cases("rbg", shapes, every("rbg", "images"))
+                + _tf_pair_cases("rnn", shapes, every("rnn", "dy"))
                 + _conv_cases(True) + _interp_cases(True) + _ort_cases(True)
-                + _tf_pair_cases("rb", shapes, rnn_dt) + _tf_pair_cases("rn", shapes, rnn_dt))
+                + _tf_pair_cases("rb", shapes, every("rb", "images"))
+                + _tf_pair_cases("rn", shapes, every("rn", "images")))
     raise ValueError(f"grid: got {name!r}; expected 'quick' or 'full'")
 
 

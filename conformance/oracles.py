@@ -23,11 +23,9 @@ from tfcompat.conv import problem as _conv
 
 from . import metric
 
-from .cases import FORWARD_OPS, INTERP_T, TF_FLAGS
+from .cases import DTYPE_TOKENS, FORWARD_OPS, INTERP_T, TF_FLAGS
 
-NP_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-             "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
-             "u8": np.dtype(np.uint8), "i8": np.dtype(np.int8), "i32": np.dtype(np.int32)}
+NP_DTYPES = DTYPE_TOKENS
 
 # ORT's ResizeGrad test vectors (docs/semantics.md §6), keyed by case id.
 ORT_VECTORS = {

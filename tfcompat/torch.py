@@ -25,6 +25,7 @@ from . import _forward as fw
 from . import _memory
 from ._arrays import round_to
 from ._resample import Axis, ResampleLayout, tf_rule
+from ._simd import kernels as _kernels
 from ._threads import kernel_threads
 from .backends import cython_backend as _cb
 from .ops import FLOATS, OPS, RESIZES
@@ -161,7 +162,7 @@ def _nhwc(t, channels_last):
 
 # Calls with fewer output values run on the calling thread: PyTorch's OpenMP pool and ours are
 # two pools, and a team started beside PyTorch's costs 20-40 us (docs/performance.md#the-pytorch-front).
-SERIAL_VALUES = 1 << 15
+SERIAL_VALUES = _kernels.SERIAL_VALUES
 
 
 class _Runner:

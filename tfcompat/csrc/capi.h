@@ -27,6 +27,10 @@ enum tfc_kernel { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD
                   TFC_RESIZE_NEAREST_NEIGHBOR = 4 };
 /* how many codes there are (a table indexed by code has this many rows) */
 #define TFC_KERNEL_COUNT 5
+/* below this many output values a front's call runs on its caller's thread: a share would
+ * take less than waking a sleeping worker (about 5 us on 2 cores; beside PyTorch's own pool a
+ * team's start costs 20-40 us: docs/performance.md#the-pytorch-front) */
+#define TFC_SERIAL_VALUES (1 << 15)
 /* dtypes, tfcompat's codes (not TF's DataType numbers) */
 enum { TFC_F32 = 0, TFC_F64 = 1, TFC_F16 = 2, TFC_BF16 = 3, TFC_U8 = 4, TFC_I8 = 5,
        TFC_I32 = 6 };

@@ -39,6 +39,7 @@ cdef extern from "capi.h":
         int32_t front
     int TFC_CONV2D_BACKPROP_INPUT, TFC_RESIZE_BILINEAR, TFC_RESIZE_NEAREST_NEIGHBOR
     int TFC_KERNEL_COUNT
+    int TFC_SERIAL_VALUES
     ctypedef struct TfcConvSig:
         int32_t kernel
         int32_t dtype
@@ -71,6 +72,9 @@ cdef extern from "capi.h":
                         size_t) noexcept nogil
         int (*plan_out_dims)(const TfcPlan*, int64_t*) noexcept nogil
         void (*set_thread_pool)(tfc_pool_run_fn, void*) noexcept nogil
+
+# a front's call of fewer output values runs on its caller's thread (capi.h)
+SERIAL_VALUES = TFC_SERIAL_VALUES
 
 cdef extern from *:
     """

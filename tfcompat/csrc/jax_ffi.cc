@@ -28,8 +28,6 @@ namespace {
 const TfcApi* api = nullptr;
 std::atomic<long> calls[TFC_KERNEL_COUNT];
 
-// below this many output values a call runs on XLA's calling thread (the TF plugin's threshold)
-constexpr int64_t kSerialValues = 1 << 15;
 
 int code(ffi::DataType t) {
   switch (t) {
@@ -93,7 +91,7 @@ ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBu
   // shares: tfcompat's thread count (set_num_threads), at most the pool's threads; no pool
   // (an XLA without one): tfcompat's team
   int threads = 1;
-  if (y->element_count() >= kSerialValues) {
+  if (y->element_count() >= TFC_SERIAL_VALUES) {
     int64_t n = pool.num_threads();
     threads = api->num_threads();
     if (n >= 2 && threads >= 2) {

@@ -32,10 +32,6 @@
 void* tfc_tf_pool(TF_OpKernelContext* ctx, int* threads);
 void tfc_tf_pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n);
 
-/* below this many output values a call runs on TF's calling thread: a share would take less
- * than waking a sleeping worker of the kernels' team (about 5 us on 2 cores) */
-#define TFC_SERIAL_VALUES (1 << 15)
-
 /* a conv of fewer products than this runs on TF's calling thread (as TFC_SERIAL_VALUES) */
 #define TFC_SERIAL_PRODUCTS ((int64_t)1 << 18)
 
