@@ -467,19 +467,28 @@ def test_another_platform_is_refused():
 
 def test_a_direct_custom_call_with_a_bad_kernel_is_an_error_not_a_crash():
     """The handler proves what it reads (a kernel code, ranks) before it plans: a hand-made
-    custom call of the target gets XLA's error with the handler's message."""
+    custom call of the target gets XLA's error with the handler's (or the C entry's)
+    message."""
     from tfcompat._capi import CODES
+    from tfcompat._simd import kernels
     tj.library_info()
     x = jnp.zeros((1, 2, 2, 1))
     call = jax.ffi.ffi_call(tj.TARGET, jax.ShapeDtypeStruct((1, 3, 3, 1), x.dtype))
-    # the conv's code, and a code no kernel has (one past the last)
-    for code in (CODES["Conv2DBackpropInput"], max(CODES.values()) + 1):
-        with pytest.raises(Exception, match="expected a resize's kernel code"):
-            np.asarray(call(x, kernel=np.int32(code), align_corners=False,
-                            half_pixel_centers=False))
+    kinds = np.array([kernels.ARG_KINDS["tensor"], kernels.ARG_KINDS["values"]], np.int64)
+    counts = np.array([2], np.int64)
+
+    def run(code, align, half):
+        return np.asarray(call(x, kernel=np.int32(code), kinds=kinds, counts=counts,
+                               values=np.array([3, 3, align, half], np.int64)))
+
+    # the conv's code (the C entry plans it with its own signature), and a code no kernel has
+    for code, words in ((CODES["Conv2DBackpropInput"], "no op plan for kernel code"),
+                        (max(CODES.values()) + 1, "expected an op's kernel code")):
+        with pytest.raises(Exception, match=words):
+            run(code, 0, 0)
     with pytest.raises(Exception, match="align_corners: got True together"):  # the policy layer
-        np.asarray(call(x, kernel=np.int32(CODES["ResizeBilinear"]), align_corners=True,
-                        half_pixel_centers=True))
+        run(CODES["ResizeBilinear"], 1, 1)
+    np.testing.assert_array_equal(run(CODES["ResizeBilinear"], 0, 1), np.zeros((1, 3, 3, 1)))
 
 
 def test_compare_jax_command_prints_every_row():

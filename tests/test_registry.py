@@ -126,25 +126,38 @@ def test_thread_count_control(monkeypatch):
 def test_the_c_entry_s_kernel_codes_are_named_once():
     """capi.h defines the codes; Python reads them (tfcompat._capi.CODES): one distinct code
     per kernel the C entry serves, each named as the registry names its kernel, and each
-    resize's code plans the kernel of its name through the C entry's policy layer."""
+    resize's code plans the kernel of its name through the C entry's policy layer (a front's
+    signature: NCHW dims, contiguous or channels_last memory)."""
     import numpy as np
     from tfcompat import _capi, kernel_names as K
+    from tfcompat._simd import kernels
     codes = _capi.CODES
     assert set(codes) == {K.RESIZE_BILINEAR_GRAD, K.RESIZE_NEAREST_NEIGHBOR_GRAD,
                           K.CONV2D_BACKPROP_INPUT, K.RESIZE_BILINEAR, K.RESIZE_NEAREST_NEIGHBOR}
     assert len(set(codes.values())) == len(codes)
     assert all(_capi.NAMES[code] == name for name, code in codes.items())
-    f32 = np.dtype(np.float32)
-    # a grad's plan of [1, 4, 4, 1] -> [1, 2, 2, 1]; a forward's of [1, 2, 2, 1] -> [1, 4, 4, 1]
-    for name, kind in ((K.RESIZE_BILINEAR_GRAD, "LINEAR_F32"),
-                       (K.RESIZE_NEAREST_NEIGHBOR_GRAD, "NEAREST_F32")):
-        plan = _capi.resample_plan(codes[name], f32, f32, (1, 4, 4, 1), (1, 2, 2, 1), False,
-                                   False)
-        assert plan.kernel.kind.name == kind, name
-    for name, linear in ((K.RESIZE_BILINEAR, True), (K.RESIZE_NEAREST_NEIGHBOR, False)):
-        plan = _capi.resample_plan(codes[name], f32, f32, (1, 2, 2, 1), (1, 4, 4, 1), False,
-                                   False, front=True)
-        assert isinstance(plan, _capi.ForwardCPlan) and plan.linear == linear, name
-    with pytest.raises(ValueError, match="no resize kernel"):
-        _capi.resample_plan(codes[K.CONV2D_BACKPROP_INPUT], f32, f32, (1, 4, 4, 1),
-                            (1, 2, 2, 1), False, False)
+    f32 = kernels.DTYPE_CODES[np.dtype(np.float32)]
+    i64 = kernels.DTYPE_CODES[np.dtype(np.int64)]
+    tensor, shape, values = (kernels.ARG_KINDS[k] for k in ("tensor", "shape", "values"))
+    nchw = kernels.LAYOUTS["NCHW"]
+    # [1, 3, 2, 2] <-> [1, 3, 4, 4] (NCHW), contiguous and channels_last
+    for strides, big_strides in (((12, 4, 2, 1), (48, 16, 4, 1)),
+                                 ((12, 1, 6, 3), (48, 1, 12, 3))):
+        small = (tensor, f32, (1, 3, 2, 2), strides)
+        for name in (K.RESIZE_BILINEAR, K.RESIZE_NEAREST_NEIGHBOR):
+            plan = kernels.capi_plan(codes[name], 1, nchw, [small, (values, i64, (2,), ())],
+                                     [4, 4, 0, 1])
+            assert plan.out_dims == (1, 3, 4, 4) and plan.out_bytes == 3 * 16 * 4, name
+        grads = {K.RESIZE_BILINEAR_GRAD: ([(shape, f32, (1, 3, 2, 2), ())], [0, 1]),
+                 K.RESIZE_NEAREST_NEIGHBOR_GRAD: ([(values, i64, (2,), ())], [2, 2, 0, 1])}
+        for name, (rest, vals) in grads.items():
+            big = (tensor, f32, (1, 3, 4, 4), big_strides)
+            plan = kernels.capi_plan(codes[name], 1, nchw, [big] + rest, vals)
+            assert plan.out_dims == (1, 3, 2, 2), name
+    with pytest.raises(ValueError, match="no op plan for kernel code"):
+        kernels.capi_plan(codes[K.CONV2D_BACKPROP_INPUT], 1, nchw,
+                          [(tensor, f32, (1, 3, 2, 2), ())], [])
+    with pytest.raises(ValueError, match="expected C-contiguous or channels_last"):
+        kernels.capi_plan(codes[K.RESIZE_BILINEAR], 1, nchw,
+                          [(tensor, f32, (1, 3, 2, 2), (12, 4, 1, 2)), (values, i64, (2,), ())],
+                          [4, 4, 0, 0])

@@ -261,11 +261,12 @@ def test_each_op_s_code_registers_that_op_in_tf():
                               if k.priority == 1 for c in k.constraint
                               for t in c.allowed_values.list.type)
         lib = ctypes.CDLL(ttf.enabled()["library"])
-        lib.tfc_plugin_register.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                            ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.tfc_plugin_register.argtypes = ttf.REGISTER_ARGTYPES
         err = ctypes.create_string_buffer(256)
-        rc = lib.tfc_plugin_register(_native.capi_pointer(), _capi.CODES["ResizeBilinear"],
-                                     1, None, err, 256)
+        # one past the last code, with a resize's arguments
+        rc = lib.tfc_plugin_register(_native.capi_pointer(), max(_capi.CODES.values()) + 1,
+                                     b"ResizeBilinear", 1, None,
+                                     *ttf.register_spec("ResizeBilinear"), err, 256)
         print(json.dumps({"ours": ours, "covered": ttf.COVERED, "rc": rc,
                           "err": err.value.decode()}))
     ''')

@@ -4,6 +4,7 @@ other call, and its cython-backend plan built; errors carry the message a Python
 in the op's TF argument names."""
 import dataclasses
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,50 +22,128 @@ from .ops import OPS, table as _table
 KernelCode = _kernels.KernelCode
 CODES = {getattr(_table, code.name): code for code in KernelCode}
 NAMES = {code: name for name, code in CODES.items()}
-# the resizes the C entry plans: (registry name, nearest) by code
-_KERNELS = {CODES[name]: (name, OPS[name].method == "nearest")
-            for pair in _table.RESIZES.values() for name in pair}
-_FORWARDS = {CODES[forward] for forward, _ in _table.RESIZES.values()}
+
+class OpCPlan(NamedTuple):
+    """What the C entry copies of a validated signature (csrc/capi.pxi)."""
+    plan: object        # a grad's cython-backend ResamplePlan, or a forward's ForwardCPlan
+    forward: bool
+    out_dims: tuple     # in the signature's layout
+    out_code: int       # the output's dtype code (capi.h)
 
 
-def resample_plan(kernel, dy_dtype, out_dtype, dy_shape, image_shape, align_corners,
-                  half_pixel_centers, front=False):
-    """The plan of a resize's signature (csrc/capi.h): a grad's cython-backend ResamplePlan, or
-    a forward's :class:`ForwardCPlan` (ValueError or TypeError for an invalid signature).
-    ``front``: a framework front's call, every tensor of the images' float dtype; else TF's
-    op (a grad only: no TF kernel of ours runs a forward)."""
-    if kernel not in _KERNELS:
-        raise ValueError(f"tfcompat's C entry: no resize kernel {kernel}")
-    name, nearest = _KERNELS[kernel]
+def op_plan(kernel, front, layout, args, values, n_values, n_args):
+    """The plan of an op's signature (csrc/capi.h's TfcOpSig: ``args`` its arguments as
+    (kind, dtype or None, dims, strides), ``values`` the values it keeps of ``n_values``),
+    checked against the op table's record of ``kernel``: an :class:`OpCPlan` (ValueError,
+    TypeError or MemoryError, in the op's TF argument names, for an invalid signature).
+    ``front``: a framework front's call, every tensor of the input's dtype; else TF's op (a
+    grad only: no TF kernel of ours runs a forward)."""
+    name = NAMES.get(kernel)
+    if name is None or not OPS[name].c_args:
+        raise ValueError(f"tfcompat's C entry: no op plan for kernel code {kernel}")
     try:
-        if dy_dtype is None or out_dtype is None:
-            raise TypeError("tfcompat's C entry: a dtype code it does not know")
-        if kernel in _FORWARDS:
-            if not front:
-                raise ValueError(f"{name}: the C entry plans a forward resize for a front "
-                                 "(front=1) only")
-            return _forward_cplan(name, nearest, dy_dtype, out_dtype, tuple(dy_shape),
-                                  tuple(image_shape), align_corners, half_pixel_centers)
-        dy = rs.ArrayMeta(tuple(dy_shape), dy_dtype)
-        if front:
-            _check_front(dy_dtype, out_dtype, align_corners, half_pixel_centers)
-            if not nearest:     # (TF's op reads float32 grads; a front's are widened)
-                dy = rs.ArrayMeta(dy.shape, ck.FLOAT64 if dy_dtype == ck.FLOAT64
-                                  else ck.FLOAT32)
-        layout = rs._tf_pair_layout(name, dy, tuple(image_shape), out_dtype, align_corners,
-                                    half_pixel_centers, nearest)
-        if front:
-            layout = dataclasses.replace(layout, dy_dtype=dy_dtype)
+        return _op_plan(OPS[name], bool(front), layout, args, values, n_values, n_args)
     except (ValueError, TypeError, MemoryError) as exc:
         raise type(exc)(rename(name, str(exc))) from None
-    return _cb.resample_plan(layout)
 
 
-def _check_front(dtype, out_dtype, align_corners, half_pixel_centers):
-    if dtype not in ck.FLOAT_DTYPES or out_dtype != dtype:
-        raise TypeError(f"a front's resize takes one float dtype ({ck.dtype_names(ck.FLOAT_DTYPES)}"
-                        f") for its input and output; got {dtype} and {out_dtype}")
-    ck.check_align_half(align_corners, half_pixel_centers)
+def _op_plan(op, front, layout, args, values, n_values, n_args):
+    if layout not in _kernels.LAYOUTS.values():
+        raise ValueError(f"tfcompat's C entry: no layout {layout}")
+    nchw = layout == _kernels.LAYOUTS["NCHW"]
+    kinds = tuple(_kernels.ARG_KINDS[kind] for _, kind in op.c_args)
+    if n_args != len(kinds) or tuple(a[0] for a in args) != kinds:
+        raise ValueError(f"tfcompat's C entry: {op.name} takes the arguments {list(op.c_args)}")
+    # each values argument's elements, then the attributes
+    got, at = {}, 0
+    for (arg, kind), (_, _, dims, _) in zip(op.c_args, args):
+        if kind == "values":
+            n = math.prod(dims)
+            if len(dims) != 1 or at + n > len(values):
+                raise ValueError(f"{arg}: got a tensor of shape {list(dims)}; expected a vector "
+                                 "of 2 values")
+            got[arg] = tuple(int(v) for v in values[at:at + n])
+            at += n
+    if n_values != at + len(op.c_attrs):
+        raise ValueError(f"tfcompat's C entry: {op.name} got {n_values} values; expected "
+                         f"{at + len(op.c_attrs)}")
+    align, half = (bool(v) for v in values[at:at + len(op.c_attrs)])
+    _, dtype, dims, strides = args[0]
+    if any(a[1] is None for a in args if a[0] != _kernels.ARG_KINDS["values"]):
+        raise TypeError("tfcompat's C entry: a dtype code it does not know")
+    channels_last = _memory_order(dims, strides, nchw)
+    shape = _nhwc(dims, nchw)
+    nearest = op.method == "nearest"
+    if front:
+        if dtype not in front_dtypes(op.name):
+            raise TypeError(f"a front's {op.name} takes {ck.dtype_names(front_dtypes(op.name))}"
+                            f"; got {dtype}")
+        ck.check_align_half(align, half)
+    if not op.grad_of:
+        if not front:
+            raise ValueError(f"{op.name}: the C entry plans a forward resize for a front "
+                             "(front=1) only")
+        size = got["size"]
+        if len(size) != 2 or len(shape) != 4:
+            raise ValueError(f"images: got shape {shape} and size {list(size)}; expected "
+                             "[batch, height, width, channels] and [new_height, new_width]")
+        out_shape = (shape[0], size[0], size[1], shape[3])
+        plan = _forward_cplan(op.name, nearest, dtype, shape, out_shape, align, half)
+        if not channels_last:   # NCHW memory: B * C images of one channel
+            b, ih, iw, c, oh, ow = plan.sizes
+            plan.sizes, plan.pixel = (b * c, ih, iw, 1, oh, ow), dtype.itemsize
+        return OpCPlan(plan, True, _dims_of(out_shape, nchw), _kernels.DTYPE_CODES[dtype])
+    if "size" in got:   # TF's nearest grad writes [batch, size..., channels]
+        image = (shape[0],) + got["size"] + (shape[-1],) if shape else got["size"]
+        out_dtype = dtype
+    else:
+        image, out_dtype = _nhwc(args[1][2], nchw), args[1][1]
+    dy = rs.ArrayMeta(shape, dtype)
+    if front and not nearest:   # (TF's op reads float32 grads; a front's are widened)
+        dy = rs.ArrayMeta(shape, ck.FLOAT64 if dtype == ck.FLOAT64 else ck.FLOAT32)
+    layout = rs._tf_pair_layout(op.name, dy, image, out_dtype, align, half, nearest)
+    if front:
+        layout = dataclasses.replace(layout, dy_dtype=dtype)
+    if not channels_last:
+        layout = dataclasses.replace(layout, channels_last=False)
+    plan = _cb.resample_plan(layout)
+    return OpCPlan(plan, False, _dims_of(image, nchw), _kernels.DTYPE_CODES[out_dtype])
+
+
+def front_dtypes(name):
+    """The dtypes a framework front's call of op ``name`` takes (the op table's): every dtype
+    of a forward whose output has its input's dtype (nearest: a copy); else the float types
+    (a front's result has its input's dtype, and a gradient is a float's)."""
+    op = OPS[name]
+    if not op.grad_of and op.out_dtype == op.inputs[0].key:
+        return op.dtypes(op.inputs[0].key)
+    return ck.FLOAT_DTYPES
+
+
+def _nhwc(dims, nchw):
+    dims = tuple(int(d) for d in dims)
+    return (dims[0], dims[2], dims[3], dims[1]) if nchw and len(dims) == 4 else dims
+
+
+def _dims_of(shape, nchw):
+    """An NHWC shape in the signature's layout."""
+    return (shape[0], shape[3], shape[1], shape[2]) if nchw else tuple(shape)
+
+
+def _memory_order(dims, strides, nchw):
+    """True where a tensor's memory is NHWC (TF's and JAX's tensors, a channels_last NCHW one),
+    False where it is NCHW; ValueError for other strides (a front copies those first)."""
+    def same(want):     # (a dimension of size 1 may have any stride)
+        return all(d == 1 or s == w for d, s, w in zip(dims, strides, want))
+    contiguous = tuple(math.prod(dims[i + 1:]) for i in range(len(dims)))
+    if not any(strides) or same(contiguous):
+        return not nchw
+    if nchw and len(dims) == 4:
+        n, c, h, w = dims
+        if same((h * w * c, 1, w * c, c)):
+            return True
+    raise ValueError(f"tfcompat's C entry: strides {list(strides)} of a tensor of shape "
+                     f"{list(dims)}; expected C-contiguous" + (" or channels_last" if nchw else ""))
 
 
 class ForwardCPlan:
@@ -88,14 +167,7 @@ class ForwardCPlan:
         self.tables = () if self.empty or self.copy else _cb.forward_plan(problem).tables
 
 
-def _forward_cplan(name, nearest, dtype, out_dtype, shape, out_shape, align_corners,
-                   half_pixel_centers):
-    _check_front(dtype, out_dtype, align_corners, half_pixel_centers)
-    if len(out_shape) != 4 or len(shape) != 4 or (out_shape[0], out_shape[3]) != (shape[0],
-                                                                                 shape[3]):
-        raise ValueError(f"images: got shape {shape} and an output of shape {out_shape}; "
-                         "expected [batch, height, width, channels] and [batch, size[0], "
-                         "size[1], channels]")
+def _forward_cplan(name, nearest, dtype, shape, out_shape, align_corners, half_pixel_centers):
     attrs = {"size": list(out_shape[1:3]), "alignCorners": bool(align_corners),
              "halfPixelCenters": bool(half_pixel_centers)}
     p = fw._problem(name, {"images": _shape_only(shape, dtype)}, attrs)

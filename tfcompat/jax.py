@@ -24,6 +24,7 @@ except ImportError as exc:
     raise ImportError(f"tfcompat.jax needs JAX: pip install 'tfcompat[jax]' [{exc}]") from exc
 
 from . import _capi, _native
+from ._simd import kernels as _kernels
 from . import _checks as ck
 from .ops import FLOATS, OPS, RESIZE_BILINEAR, RESIZES
 
@@ -33,7 +34,8 @@ if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
 __all__ = ["library_info", "register", "resize"]
 
 METHODS = tuple(RESIZES)
-TARGET = "tfcompat_resize"
+# the FFI target every op of the table with a JAX front names (one handler: csrc/jax_ffi.cc)
+TARGET = OPS[RESIZE_BILINEAR].fronts["jax"]
 # (the C entry takes float types only: an integer nearest resize is the PyTorch front's)
 _DTYPES = {d: d.name for d in OPS[RESIZE_BILINEAR].dtypes("images") if d in FLOATS}
 # each method's C entry kernel codes (csrc/capi.h, read by tfcompat._capi): (forward, grad)
@@ -79,7 +81,7 @@ def _library():
             if lib.tfc_jax_init(_native.capi_pointer()) != 0:
                 raise RuntimeError("tfcompat.jax: the FFI library and tfcompat's kernels have "
                                    "different C entry versions (a stale build?)")
-            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.TfcResize),
+            jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.TfcRun),
                                         platform="cpu")
             _lib = (lib, path)
     return _lib
@@ -180,9 +182,23 @@ def _ffi(x, kernel, out_hw, align_corners, half_pixel_centers):
     result = jax.ShapeDtypeStruct(shape, x.dtype, sharding=out_sharding,
                                   manual_axis_type=getattr(aval, "manual_axis_type", None))
     # vmap: the batched operand goes to the same handler with its leading axes (folded there)
+    kinds, counts, values = _arguments(kernel, out_hw, align_corners, half_pixel_centers)
     return jax.ffi.ffi_call(TARGET, result, vmap_method="broadcast_all")(
-        x, kernel=np.int32(kernel), align_corners=align_corners,
-        half_pixel_centers=half_pixel_centers)
+        x, kernel=np.int32(kernel), kinds=kinds, counts=counts, values=values)
+
+
+def _arguments(kernel, out_hw, align_corners, half_pixel_centers):
+    """The handler's description of a call of op ``kernel`` (its record's C arguments): each
+    argument's kind (x is the one tensor; a shape-only one is the result's), the values
+    arguments' lengths, and their values (``size``: the result's height and width) followed by
+    the attributes."""
+    op = OPS[_capi.NAMES[kernel]]
+    flags = {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers}
+    kinds = [_kernels.ARG_KINDS[kind] for _, kind in op.c_args]
+    sizes = [{"size": tuple(out_hw)}[arg] for arg, kind in op.c_args if kind == "values"]
+    values = [v for size in sizes for v in size] + [int(flags[k]) for k in op.c_attrs]
+    return (np.array(kinds, np.int64), np.array([len(v) for v in sizes], np.int64),
+            np.array(values, np.int64))
 
 
 @functools.lru_cache(maxsize=None)

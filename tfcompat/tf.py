@@ -109,6 +109,28 @@ def _wanted(ops):
     return out
 
 
+# tfc_plugin_register's arguments (csrc/tf_plugin.c)
+REGISTER_ARGTYPES = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                     ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p),
+                     ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                     ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p,
+                     ctypes.c_size_t]
+
+
+def register_spec(op):
+    """The op table's record of ``op`` as the plugin's kernel reads its call: its C entry
+    arguments' names and kinds, in TF's order, and its bool attributes' TF names (none for
+    the conv, which has a kernel of its own)."""
+    from ._simd import kernels
+    record = OPS[op]
+    names = [name.encode() for name, _ in record.c_args]
+    kinds = [kernels.ARG_KINDS[kind] for _, kind in record.c_args]
+    attrs = [record.attr(key).name.encode() for key in record.c_attrs]
+    return ((ctypes.c_char_p * max(len(names), 1))(*names),
+            (ctypes.c_int * max(len(kinds), 1))(*kinds), len(names),
+            (ctypes.c_char_p * max(len(attrs), 1))(*attrs), len(attrs))
+
+
 def onednn_kernels():
     """{dtype name: label} of TF's own CPU kernels of ``_MklNativeConv2DBackpropInput``, read
     from TF's kernel registry: the dtypes TF's oneDNN rewrite can hand a Conv2DBackpropInput
@@ -221,9 +243,7 @@ def enable(ops=None, *, onednn=True):
         if _state is None:
             path = _build(tf)
             lib = ctypes.CDLL(path)
-            lib.tfc_plugin_register.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                                ctypes.c_char_p, ctypes.c_char_p,
-                                                ctypes.c_size_t]
+            lib.tfc_plugin_register.argtypes = REGISTER_ARGTYPES
             lib.tfc_plugin_calls.argtypes = [ctypes.c_int]
             lib.tfc_plugin_calls.restype = ctypes.c_long
             lib.tfc_plugin_python_convs.restype = ctypes.c_long
@@ -238,9 +258,9 @@ def enable(ops=None, *, onednn=True):
         for op, dtype in sorted(new):
             code = tf.as_dtype(dtype).as_datatype_enum
             label = labels.get(dtype) if op == "Conv2DBackpropInput" else None
-            if lib.tfc_plugin_register(api, _capi.CODES[op], code,
-                                       None if label is None else label.encode(), err,
-                                       len(err)) != 0:
+            if lib.tfc_plugin_register(api, _capi.CODES[op], op.encode(), code,
+                                       None if label is None else label.encode(),
+                                       *register_spec(op), err, len(err)) != 0:
                 raise RuntimeError("tfcompat.tf.enable(): "
                                    + err.value.decode(errors="replace"))
             _state["kernels"].add((op, dtype))

@@ -9,7 +9,6 @@ accept them. Tensors are NCHW, contiguous or channels_last: the kernels read and
 memory directly (docs/architecture.md#the-pytorch-front); an output has its input's memory
 format. PyTorch is an optional dependency; ``import tfcompat`` never imports it.
 """
-import math
 
 import numpy as np
 
@@ -20,14 +19,11 @@ except ImportError as exc:
                       "'pip install torch' on Linux pulls CUDA's), then pip install "
                       f"'tfcompat[torch]' [{exc}]") from exc
 
+from . import _capi, _memory
 from . import _checks as ck
-from . import _forward as fw
-from . import _memory
-from ._arrays import round_to
-from ._resample import Axis, ResampleLayout, tf_rule
+from ._plans import PlanCache
 from ._simd import kernels as _kernels
 from ._threads import kernel_threads
-from .backends import cython_backend as _cb
 from .ops import FLOATS, OPS, RESIZES
 
 if not hasattr(torch.library, "custom_op"):
@@ -44,21 +40,11 @@ _NUMPY = {torch.float32: ck.FLOAT32, torch.float64: ck.FLOAT64, torch.float16: c
           torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64)}
 if hasattr(torch, "uint16"):
     _NUMPY[torch.uint16] = np.dtype(np.uint16)
+# the torch dtypes of each method's forward and of every backward (the C entry's front rule,
+# tfcompat._capi.front_dtypes: nearest also copies integers; a gradient is a float's)
+_TYPES = {method: {t: d for t, d in _NUMPY.items() if d in _capi.front_dtypes(forward)}
+          for method, (forward, _) in RESIZES.items()}
 _FLOAT_TYPES = {t: d for t, d in _NUMPY.items() if d in FLOATS}
-
-
-def _front_types(method):
-    """The torch dtypes a method's forward takes: the op's dtypes where its output has the
-    input's dtype (nearest); float types where TF's output is float32 (bilinear: the front
-    returns x's dtype). Its backward takes float types only."""
-    op = OPS[RESIZES[method][0]]
-    if op.out_dtype != "images":
-        return _FLOAT_TYPES
-    return {t: d for t, d in _NUMPY.items() if d in op.dtypes("images")}
-
-
-_TYPES = {method: _front_types(method) for method in METHODS}
-_ALL_TYPES = {t: d for types in _TYPES.values() for t, d in types.items()}
 
 
 def _names(dtypes):
@@ -123,7 +109,7 @@ def _check_backward(grad, input_size, align_corners, half_pixel_centers, method,
     return size
 
 
-# -- layouts: a tensor's memory as the kernels' NHWC view, with no copy ------------------------
+# -- layouts: NCHW dims, contiguous or channels_last memory (the C entry reads either) ---------
 
 def _channels_last(t):
     """True for a channels_last tensor (its memory NHWC); False for a contiguous one (an
@@ -137,37 +123,23 @@ def _empty(shape, like, channels_last):
                        else torch.contiguous_format)
 
 
-def _numpy(t):
-    """The NumPy array over a CPU tensor's memory (bfloat16 through an int16 view)."""
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ck.BFLOAT16)
-    return t.numpy()
-
-
-def _nhwc(t, channels_last):
-    """A [B, H, W, C] view of t's memory: channels_last as it is; a contiguous NCHW tensor as
-    B * C images of one channel."""
-    if channels_last:
-        return _numpy(t.permute(0, 2, 3, 1))
-    n, c, h, w = t.shape
-    return _numpy(t).reshape(n * c, h, w, 1)
-
-
 # -- the kernels --------------------------------------------------------------------------------
 #
-# Each operator keeps a runner per call signature (dtype, shape, strides, size, flags) in the
-# cython backend's one bounded plan cache: a signature seen before was validated then, and its
-# call allocates the output and runs the plan with no further Python work (the tiny call's
-# cost: docs/performance.md#the-pytorch-front).
+# Each operator keeps a runner per call signature (dtype, shape, strides, size, flags) in this
+# front's bounded cache: the signature was validated when its runner was built (the front's
+# checks, then the C entry's policy layer, as TF's and JAX's calls are), so a call allocates
+# its output and runs the C entry's plan on the tensors' memory with no further Python work
+# (the tiny call's cost: docs/performance.md#the-pytorch-front).
 
 # Calls with fewer output values run on the calling thread: PyTorch's OpenMP pool and ours are
 # two pools, and a team started beside PyTorch's costs 20-40 us (docs/performance.md#the-pytorch-front).
 SERIAL_VALUES = _kernels.SERIAL_VALUES
+_RUNNERS = PlanCache()
 
 
 class _Runner:
-    __slots__ = ("shape", "alloc_shape", "alloc_dtype", "bfloat16", "channels_last", "mode",
-                 "plan", "problem", "kernel", "item", "serial", "check", "nbytes")
+    __slots__ = ("alloc_shape", "alloc_dtype", "bfloat16", "channels_last", "plan", "item",
+                 "serial", "check", "nbytes")
 
     def __call__(self, t):
         if self.check:
@@ -180,50 +152,45 @@ class _Runner:
             out = out.view(torch.bfloat16)
         if self.channels_last:
             out = out.permute(0, 3, 1, 2)
-        kernel = self.kernel
-        if kernel is not None:
+        src = t.data_ptr()
+        if src % self.item:     # a tensor over a misaligned buffer: an aligned copy
+            t = t.clone()
             src = t.data_ptr()
-            if src % self.item == 0:    # (a tensor over a misaligned buffer takes the copy)
-                kernel.run_ptr(src, out.data_ptr(), 1 if self.serial else kernel_threads())
-                return out
-        mode = self.mode
-        if mode == "empty":
-            return out
-        if mode == "copy":
-            return out.copy_(t)
-        cl = self.channels_last
-        nthreads = 1 if self.serial else kernel_threads()
-        if mode == "forward":
-            dst = _nhwc(out, cl)
-            problem = self.problem.with_images(_nhwc(t, cl))
-            if problem.out_dtype == dst.dtype:
-                self.plan(problem, nthreads, dst)
-            else:   # a half type: TF's float32 result, rounded once
-                round_to(self.plan(problem, nthreads), dst.dtype, nthreads, dst)
-        elif cl:
-            self.plan(_numpy(t.permute(0, 2, 3, 1)), nthreads, _numpy(out.permute(0, 2, 3, 1)))
-        else:   # the kernels' NCHW layout (rows of one channel)
-            self.plan(_numpy(t), nthreads, _numpy(out))
+        self.plan.run(src, out.data_ptr(), 1 if self.serial else kernel_threads())
         return out
 
 
-def _runner(shape, like, channels_last, mode):
+def _runner(t, name, size, align_corners, half_pixel_centers):
+    """The runner of op ``name`` (the op table's) on t ([N, C, H, W]) whose output's height
+    and width are ``size``: its C entry plan, made from the record's arguments."""
+    op = OPS[name]
+    dtype = _NUMPY[t.dtype]
+    n, c = t.shape[0], t.shape[1]
+    kinds = _kernels.ARG_KINDS
+    args = []
+    for arg, kind in op.c_args:
+        if kind == "tensor":
+            args.append((kinds[kind], _kernels.DTYPE_CODES[dtype], tuple(t.shape), t.stride()))
+        elif kind == "shape":     # the output's shape (a gradient's original input)
+            args.append((kinds[kind], _kernels.DTYPE_CODES[dtype], (n, c) + tuple(size), ()))
+        else:                     # TF's size: the output's height and width
+            args.append((kinds[kind], _kernels.DTYPE_CODES[np.dtype(np.int64)], (2,), ()))
+    flags = {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers}
+    values = [v for _, kind in op.c_args if kind == "values" for v in size] + [
+        int(flags[k]) for k in op.c_attrs]
     r = _Runner()
-    r.shape, r.channels_last, r.mode = shape, channels_last, mode
-    n, c, h, w = shape
-    r.alloc_shape = (n, h, w, c) if channels_last else shape
-    r.bfloat16 = like.dtype == torch.bfloat16
-    r.alloc_dtype = np.dtype(np.int16) if r.bfloat16 else _ALL_TYPES[like.dtype]
-    r.plan = r.problem = r.kernel = None
-    r.item = like.element_size()
-    r.serial = math.prod(shape) < SERIAL_VALUES
-    r.check = 0
-    r.nbytes = 0
+    r.plan = _kernels.capi_plan(_capi.CODES[name], 1, _kernels.LAYOUTS["NCHW"], args, values)
+    r.channels_last = _channels_last(t)
+    on, oc, oh, ow = r.plan.out_dims
+    r.alloc_shape = (on, oh, ow, oc) if r.channels_last else (on, oc, oh, ow)
+    r.bfloat16 = t.dtype == torch.bfloat16
+    r.alloc_dtype = np.dtype(np.int16) if r.bfloat16 else dtype
+    r.item = t.element_size()
+    r.serial = on * oc * oh * ow < SERIAL_VALUES
+    peak = r.plan.peak(kernel_threads())
+    r.check = peak if peak >= _memory.CHECK_FROM_BYTES else 0
+    r.nbytes = r.plan.nbytes
     return r
-
-
-def _run(key, make, t):
-    return _cb._PLANS.get_or_make(key, make)(t)
 
 
 def _as_laid_out(t):
@@ -237,66 +204,26 @@ def _forward(x, size, align_corners, half_pixel_centers, method):
     x = _as_laid_out(x.detach())
     key = ("torch", method, x.dtype, x.shape, x.stride(), tuple(size), align_corners,
            half_pixel_centers)
-    return _run(key, lambda: _forward_runner(x, size, align_corners, half_pixel_centers,
-                                              method), x)
+    return _RUNNERS.get_or_make(key, lambda: _forward_runner(
+        x, size, align_corners, half_pixel_centers, method))(x)
 
 
 def _forward_runner(x, size, align_corners, half_pixel_centers, method):
-    oh, ow = _check_forward(x, size, align_corners, half_pixel_centers, method)
-    kernel = RESIZES[method][0]
-    nearest = method == "nearest"
-    n, c, h, w = x.shape
-    cl = _channels_last(x)
-    shape = (n, c, oh, ow)
-    if 0 in shape:
-        return _runner(shape, x, cl, "empty")
-    if not nearest and (h, w) == (oh, ow):
-        # TF casts an image resized to its own size (docs/semantics.md §12)
-        return _runner(shape, x, cl, "copy")
-    r = _runner(shape, x, cl, "forward")
-    dtype = _ALL_TYPES[x.dtype]
-    rule = tf_rule(nearest, align_corners, half_pixel_centers)
-    # TF's float32 arithmetic (bilinear); float64 in float64 (an extension, docs/semantics.md
-    # §12); nearest copies in the image's dtype
-    computed = dtype if nearest else ck.FLOAT64 if dtype == ck.FLOAT64 else ck.FLOAT32
-    r.problem = fw.ForwardProblem(_nhwc(x, cl), kernel, (Axis(h, oh, rule), Axis(w, ow, rule)),
-                                  computed)
-    r.plan = _cb.forward_plan(r.problem)
-    r.nbytes = r.plan.nbytes
-    direct = computed == dtype
-    # the output, a half type's float32 input and output, each thread's two lerped rows
-    peak = math.prod(shape) * (dtype.itemsize + (0 if direct else 4)) + (
-        0 if direct else x.numel() * 4) + 16 * ow * c * kernel_threads()
-    r.check = peak if peak >= _memory.CHECK_FROM_BYTES else 0
-    if direct:      # the kernel runs on the tensors' memory
-        r.kernel = r.plan.kernel(r.problem)
-    return r
+    size = _check_forward(x, size, align_corners, half_pixel_centers, method)
+    return _runner(x, RESIZES[method][0], size, align_corners, half_pixel_centers)
 
 
 def _backward(grad, input_size, align_corners, half_pixel_centers, method):
     grad = _as_laid_out(grad.detach())    # e.g. the expanded ones of y.sum().backward(): copied
     key = ("torch-grad", method, grad.dtype, grad.shape, grad.stride(), tuple(input_size),
            align_corners, half_pixel_centers)
-    return _run(key, lambda: _backward_runner(grad, input_size, align_corners,
-                                               half_pixel_centers, method), grad)
+    return _RUNNERS.get_or_make(key, lambda: _backward_runner(
+        grad, input_size, align_corners, half_pixel_centers, method))(grad)
 
 
 def _backward_runner(grad, input_size, align_corners, half_pixel_centers, method):
-    h, w = _check_backward(grad, input_size, align_corners, half_pixel_centers, method)
-    n, c, oh, ow = grad.shape
-    cl = _channels_last(grad)
-    shape = (n, c, h, w)
-    if 0 in shape:
-        return _runner(shape, grad, cl, "empty")
-    r = _runner(shape, grad, cl, "backward")
-    rule = tf_rule(method == "nearest", align_corners, half_pixel_centers)
-    dtype = _FLOAT_TYPES[grad.dtype]
-    layout = ResampleLayout(RESIZES[method][1], dtype, n, c, cl, (Axis(h, oh, rule), Axis(w, ow, rule)), dtype)
-    r.plan = _cb.resample_plan(layout)
-    r.nbytes = r.plan.nbytes
-    if r.plan.direct and not r.plan.large:  # (a large call has the plan check its peak)
-        r.kernel = r.plan.kernel
-    return r
+    size = _check_backward(grad, input_size, align_corners, half_pixel_centers, method)
+    return _runner(grad, RESIZES[method][1], size, align_corners, half_pixel_centers)
 
 
 # -- the operators --------------------------------------------------------------------------------

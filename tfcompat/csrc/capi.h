@@ -1,12 +1,14 @@
 /* tfcompat's C entry into its compiled kernels (docs/architecture.md#the-c-entry).
  *
  * The kernel extension exports a PyCapsule, tfcompat._kernels.C_API (name "tfcompat.C_API"),
- * holding a TfcApi. A caller (the TensorFlow plugin, tfcompat/csrc/tf_plugin.c) builds a plan
- * once per call signature with resample_plan (conv_plan) and runs it on raw pointers with
- * resample_run (conv_run): no Python and no GIL (a conv whose strategy runs only from Python
- * takes the GIL for each call: conv_plan says which). A signature seen before is found in a C-side cache (bounded in count
- * and bytes); a new one takes the GIL once, and tfcompat's Python policy layer validates it
- * and builds the plan (its errors come back as the message TF raises).
+ * holding a TfcApi. A caller (the TensorFlow plugin, tfcompat/csrc/tf_plugin.c; the JAX
+ * handler, jax_ffi.cc; the PyTorch front, through tfcompat._kernels.CEntryPlan) builds a plan
+ * once per call signature with op_plan (conv_plan) and runs it on raw pointers with op_run
+ * (conv_run): no Python and no GIL (a conv whose strategy runs only from Python takes the GIL
+ * for each call: conv_plan says which). A signature seen before is found in a C-side cache
+ * (bounded in count and bytes); a new one takes the GIL once, and tfcompat's Python policy
+ * layer validates it against the op table's record of its kernel and builds the plan (its
+ * errors come back as the message TF raises).
  *
  * ABI: a caller checks abi_version == TFC_ABI_VERSION and refuses another. Add fields at the
  * end only, and raise the version when a field's meaning changes.
@@ -17,8 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TFC_ABI_VERSION 3
+#define TFC_ABI_VERSION 4
 #define TFC_MAX_DIMS 8
+/* an op's arguments, and the values of its value arguments and attributes, a signature holds */
+#define TFC_MAX_ARGS 4
+#define TFC_MAX_VALUES 16
 
 /* the kernels: their codes are defined here only (Python reads them as
  * tfcompat._kernels.KernelCode, named as the registry names the kernel) */
@@ -33,29 +38,44 @@ enum tfc_kernel { TFC_RESIZE_BILINEAR_GRAD = 0, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD
 #define TFC_SERIAL_VALUES (1 << 15)
 /* dtypes, tfcompat's codes (not TF's DataType numbers) */
 enum { TFC_F32 = 0, TFC_F64 = 1, TFC_F16 = 2, TFC_BF16 = 3, TFC_U8 = 4, TFC_I8 = 5,
-       TFC_I32 = 6 };
+       TFC_I32 = 6, TFC_I16 = 7, TFC_U16 = 8, TFC_I64 = 9 };
+/* the order of a signature's dims: TF's and JAX's NHWC, PyTorch's NCHW */
+enum { TFC_NHWC = 0, TFC_NCHW = 1 };
+/* what an argument is: data the run reads, a tensor of which only the shape and dtype count,
+ * or values the plan depends on (a host-memory input: TF's ``size``) */
+enum { TFC_ARG_TENSOR = 0, TFC_ARG_SHAPE = 1, TFC_ARG_VALUES = 2 };
 
-/* A resize's call signature. Zero it before filling it in: it is compared as bytes.
- * The grads: dy the grads (rank and dims as TF gives them); image ResizeBilinearGrad's
- * original_image, or ResizeNearestNeighborGrad's [B, size[0], size[1], C] with image_rank
- * the size tensor's element count plus 2 (a bad size is refused by the policy layer).
- * ABI 3, the forwards (ResizeBilinear, ResizeNearestNeighbor): dy the images, image the
- * output [B, size[0], size[1], C], out_dtype the output's.
- * front 0: TF's op with TF's checks and dtypes (a forward bilinear's output is float32).
- * front 1: a framework's front (tfcompat.jax): every tensor has the images' float dtype, TF's
- * float32 arithmetic rounded once for a half type, float64 computed in float64. */
+/* One argument of a call, in the op's (TF's) argument order. strides: in elements, in the
+ * dims' order; all 0 for a C-contiguous tensor. A VALUES argument's elements (as int64) follow
+ * the previous ones' in TfcOpSig.values. */
+typedef struct {
+    int32_t kind;
+    int32_t dtype;
+    int32_t rank;
+    int32_t reserved;
+    int64_t dims[TFC_MAX_DIMS];
+    int64_t strides[TFC_MAX_DIMS];
+} TfcArgSig;
+
+/* An op's call signature (ABI 4). Zero it before filling it in: it is compared as bytes.
+ * kernel: the op's code; front 0: TF's op with TF's checks and dtypes; 1: a framework's front
+ * (tfcompat.jax, tfcompat.torch): every tensor of the input's dtype, TF's float32 arithmetic
+ * rounded once for a half type, float64 computed in float64. layout: the dims' order (the
+ * memory's is the strides'; a front's NCHW tensor may be contiguous or channels_last, and the
+ * output has the first argument's memory order). values: each VALUES argument's elements, then
+ * the op's attributes in the op table's order (bools 0 or 1), n_values of them (at most
+ * TFC_MAX_VALUES kept; a longer list is refused by the policy layer, which sees its count).
+ * The op table's record of the kernel says which arguments and attributes it has. */
 typedef struct {
     int32_t kernel;
-    int32_t dy_dtype;
-    int32_t out_dtype;
-    int32_t dy_rank;
-    int64_t dy_dims[TFC_MAX_DIMS];
-    int32_t image_rank;
-    int32_t align_corners;
-    int64_t image_dims[TFC_MAX_DIMS];
-    int32_t half_pixel_centers;
-    int32_t front;              /* ABI 3 (was reserved, 0) */
-} TfcResampleSig;
+    int32_t front;
+    int32_t layout;
+    int32_t n_args;
+    TfcArgSig args[TFC_MAX_ARGS];
+    int32_t n_values;
+    int32_t reserved;
+    int64_t values[TFC_MAX_VALUES];
+} TfcOpSig;
 
 /* Conv2DBackpropInput's call signature (zero it first: it is compared as bytes). The dims and
  * lists as TF gives them, each with its count (at most TFC_MAX_DIMS values kept; a longer one
@@ -87,23 +107,24 @@ typedef struct TfcPlan TfcPlan;
 
 typedef struct {
     int32_t abi_version;
-    /* The plan of a signature, with a reference the caller gives back with plan_release.
-     * Returns 0, or non-zero with a message in err and *plan NULL: 1, the policy layer's
-     * ValueError or TypeError (the input is invalid); 2, its MemoryError (the output cannot
-     * fit in this machine's memory). Takes the GIL on a cache miss; never
-     * while the interpreter is finalizing (an error then). */
-    int (*resample_plan)(const TfcResampleSig* sig, TfcPlan** plan, char* err, size_t errlen);
-    /* dx = the plan's resize of dy on num_threads threads (dy and dx: C-contiguous, the
-     * signature's shapes and dtypes, any alignment of their element type). Returns 0, or
-     * non-zero when scratch memory could not be allocated (err says so). No GIL. */
-    int (*resample_run)(TfcPlan* plan, const void* dy, void* dx, int num_threads, char* err,
-                        size_t errlen);
+    /* ABI 4: the plan of an op's signature, with a reference the caller gives back with
+     * plan_release. Returns 0, or non-zero with a message in err and *plan NULL: 1, the
+     * policy layer's ValueError (the input is invalid); 3, its TypeError (a dtype); 2, its
+     * MemoryError (the output cannot fit in this machine's memory). Takes the GIL on a cache
+     * miss; never while the interpreter is finalizing (an error then). */
+    int (*op_plan)(const TfcOpSig* sig, TfcPlan** plan, char* err, size_t errlen);
+    /* outputs[0] = the plan's op of args (a pointer per argument of the signature, NULL for
+     * a SHAPE or VALUES one) on num_threads threads; the tensors in the signature's memory
+     * order, any alignment of their element type. Returns 0, or non-zero when scratch memory
+     * could not be allocated (err says so). No GIL. */
+    int (*op_run)(TfcPlan* plan, const void* const* args, void* const* outputs,
+                  int num_threads, char* err, size_t errlen);
     void (*plan_release)(TfcPlan* plan);
     /* bytes of dx (the output's TF allocates) */
     int64_t (*plan_out_bytes)(const TfcPlan* plan);
     /* tfcompat's thread count now (set_num_threads / OMP_NUM_THREADS) */
     int (*num_threads)(void);
-    /* ABI 2: Conv2DBackpropInput. conv_plan as resample_plan; *in_c: 1 where conv_run runs
+    /* ABI 2: Conv2DBackpropInput. conv_plan as op_plan; *in_c: 1 where conv_run runs
      * the plan with no Python (the tile strategies, NHWC), 0 where each run takes the GIL and
      * runs tfcompat's Python conv (the other strategies, NCHW). */
     int (*conv_plan)(const TfcConvSig* sig, TfcPlan** plan, int* in_c, char* err,
@@ -113,7 +134,8 @@ typedef struct {
      * in err (scratch memory, or the interpreter shutting down). */
     int (*conv_run)(TfcPlan* plan, const void* dy, const void* filter, void* dx,
                     int num_threads, char* err, size_t errlen);
-    /* the output's dims (dx: the plan's input_sizes as 4 dims); returns the rank */
+    /* the output's dims (an op plan's in its signature's layout; a conv's dx: its
+     * input_sizes as 4 dims); returns the rank */
     int (*plan_out_dims)(const TfcPlan* plan, int64_t* dims);
     /* Run the parallel shares of this thread's calls on the caller's pool (TF's intra-op
      * pool) instead of tfcompat's team: run(pool, fn, ctx, n) calls fn(ctx, s, n) for every
@@ -121,6 +143,8 @@ typedef struct {
      * run NULL: the team again. Per calling thread. */
     void (*set_thread_pool)(void (*run)(void* pool, void (*fn)(void* ctx, int s, int n),
                                         void* ctx, int n), void* pool);
+    /* ABI 4: the output's dtype code (an op plan's; a conv's is its signature's) */
+    int (*plan_out_dtype)(const TfcPlan* plan);
 } TfcApi;
 
 #endif

@@ -25,18 +25,26 @@ cdef extern from "capi.h":
 cdef extern from "capi.h":
     int TFC_ABI_VERSION
     int TFC_MAX_DIMS
-    int TFC_F32, TFC_F64, TFC_F16, TFC_BF16, TFC_U8, TFC_I8, TFC_I32
-    ctypedef struct TfcResampleSig:
+    int TFC_F32, TFC_F64, TFC_F16, TFC_BF16, TFC_U8, TFC_I8, TFC_I32, TFC_I16, TFC_U16, TFC_I64
+    int TFC_MAX_ARGS, TFC_MAX_VALUES
+    int TFC_ARG_TENSOR, TFC_ARG_SHAPE, TFC_ARG_VALUES
+    int TFC_NHWC, TFC_NCHW
+    ctypedef struct TfcArgSig:
+        int32_t kind
+        int32_t dtype
+        int32_t rank
+        int32_t reserved
+        int64_t dims[8]
+        int64_t strides[8]
+    ctypedef struct TfcOpSig:
         int32_t kernel
-        int32_t dy_dtype
-        int32_t out_dtype
-        int32_t dy_rank
-        int64_t dy_dims[8]
-        int32_t image_rank
-        int32_t align_corners
-        int64_t image_dims[8]
-        int32_t half_pixel_centers
         int32_t front
+        int32_t layout
+        int32_t n_args
+        TfcArgSig args[4]
+        int32_t n_values
+        int32_t reserved
+        int64_t values[16]
     int TFC_CONV2D_BACKPROP_INPUT, TFC_RESIZE_BILINEAR, TFC_RESIZE_NEAREST_NEIGHBOR
     int TFC_KERNEL_COUNT
     int TFC_SERIAL_VALUES
@@ -62,8 +70,9 @@ cdef extern from "capi.h":
     ctypedef struct TfcPlan
     ctypedef struct TfcApi:
         int32_t abi_version
-        int (*resample_plan)(const TfcResampleSig*, TfcPlan**, char*, size_t) noexcept nogil
-        int (*resample_run)(TfcPlan*, const void*, void*, int, char*, size_t) noexcept nogil
+        int (*op_plan)(const TfcOpSig*, TfcPlan**, char*, size_t) noexcept nogil
+        int (*op_run)(TfcPlan*, const void* const*, void* const*, int, char*,
+                      size_t) noexcept nogil
         void (*plan_release)(TfcPlan*) noexcept nogil
         int64_t (*plan_out_bytes)(const TfcPlan*) noexcept nogil
         int (*num_threads)() noexcept nogil
@@ -72,6 +81,7 @@ cdef extern from "capi.h":
                         size_t) noexcept nogil
         int (*plan_out_dims)(const TfcPlan*, int64_t*) noexcept nogil
         void (*set_thread_pool)(tfc_pool_run_fn, void*) noexcept nogil
+        int (*plan_out_dtype)(const TfcPlan*) noexcept nogil
 
 # a front's call of fewer output values runs on its caller's thread (capi.h)
 SERIAL_VALUES = TFC_SERIAL_VALUES
@@ -104,7 +114,7 @@ cdef extern from *:
 
 # what a TfcPlan (opaque in capi.h) is
 cdef struct CPlan:
-    TfcResampleSig sig
+    TfcOpSig sig
     ResampleArgs args
     resample_entry entry
     int refs
@@ -116,6 +126,8 @@ cdef struct CPlan:
     FwdJob fwd
     Py_ssize_t dy_count, dx_count, out_bytes, nbytes
     char* tables            # the block the args' table pointers point into
+    int out_rank, out_dtype
+    int64_t out_dims[8]     # in the signature's layout
 
 
 cdef enum:
@@ -127,7 +139,21 @@ cdef Py_ssize_t _capi_count = 0, _capi_bytes = 0
 cdef int _capi_threads = 1
 cdef TfcApi _API
 
-_CODES = None   # TFC_* code -> NumPy dtype, filled when the capsule is made
+def _dtype_codes():
+    import ml_dtypes
+    return {TFC_F32: np.dtype(np.float32), TFC_F64: np.dtype(np.float64),
+            TFC_F16: np.dtype(np.float16), TFC_BF16: np.dtype(ml_dtypes.bfloat16),
+            TFC_U8: np.dtype(np.uint8), TFC_I8: np.dtype(np.int8),
+            TFC_I32: np.dtype(np.int32), TFC_I16: np.dtype(np.int16),
+            TFC_U16: np.dtype(np.uint16), TFC_I64: np.dtype(np.int64)}
+
+
+_CODES = _dtype_codes()     # TFC_* code -> NumPy dtype
+# NumPy dtype -> the C entry's code (capi.h)
+DTYPE_CODES = {d: c for c, d in _CODES.items()}
+# an argument's kind (the op table's words) and a signature's layout, as capi.h codes them
+ARG_KINDS = {"tensor": TFC_ARG_TENSOR, "shape": TFC_ARG_SHAPE, "values": TFC_ARG_VALUES}
+LAYOUTS = {"NHWC": TFC_NHWC, "NCHW": TFC_NCHW}
 
 
 cdef void _plan_free(CPlan* p) noexcept nogil:
@@ -156,13 +182,13 @@ cdef void _error(char* err, size_t errlen, const char* msg) noexcept nogil:
         err[errlen - 1] = 0
 
 
-cdef CPlan* _cache_find(const TfcResampleSig* sig) noexcept nogil:
+cdef CPlan* _cache_find(const TfcOpSig* sig) noexcept nogil:
     """The cached plan of sig with a new reference, or NULL (under the lock)."""
     cdef Py_ssize_t i
     cdef CPlan* p = NULL
     tfc_capi_acquire()
     for i in range(_capi_count):
-        if memcmp(&_capi_plans[i].sig, sig, sizeof(TfcResampleSig)) == 0:
+        if memcmp(&_capi_plans[i].sig, sig, sizeof(TfcOpSig)) == 0:
             p = _capi_plans[i]
             tfc_add_ref(&p.refs, 1)
             break
@@ -179,7 +205,7 @@ cdef void _cache_put(CPlan* p) noexcept nogil:
         return
     tfc_capi_acquire()
     for i in range(_capi_count):
-        if memcmp(&_capi_plans[i].sig, &p.sig, sizeof(TfcResampleSig)) == 0:
+        if memcmp(&_capi_plans[i].sig, &p.sig, sizeof(TfcOpSig)) == 0:
             tfc_capi_unlock()      # another thread kept the same signature first
             return
     while _capi_count > 0 and (_capi_count >= CAPI_MAX_PLANS
@@ -225,13 +251,24 @@ cdef char* _alloc_tables(CPlan* p, object arrays) except NULL:
     return p.tables
 
 
-cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
-    """A plan copied from a cython-backend ResamplePlan (with the GIL)."""
+cdef CPlan* _new_plan(object op, const TfcOpSig* sig) except NULL:
+    """A zeroed plan of sig with op's (an _capi.OpCPlan's) output (with the GIL)."""
     cdef CPlan* p = <CPlan*>calloc(1, sizeof(CPlan))
     if p == NULL:
         raise MemoryError("tfcompat's C entry: a plan")
-    memcpy(&p.sig, sig, sizeof(TfcResampleSig))
+    memcpy(&p.sig, sig, sizeof(TfcOpSig))
     p.refs = 1
+    p.out_rank = len(op.out_dims)
+    for i, d in enumerate(op.out_dims):
+        p.out_dims[i] = d
+    p.out_dtype = op.out_code
+    return p
+
+
+cdef CPlan* _plan_from(object op, const TfcOpSig* sig) except NULL:
+    """A plan copied from a cython-backend ResamplePlan (op.plan; with the GIL)."""
+    plan = op.plan
+    cdef CPlan* p = _new_plan(op, sig)
     p.empty = plan.empty
     p.out_bytes = math_prod(plan.out_shape) * np.dtype(plan.out_dtype).itemsize
     if p.empty:
@@ -261,10 +298,10 @@ cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
     p.args.x_off = <const int32_t*>_copy_table(arrays[14], &cur)
     # the half types by the signature's codes: the plan widens dy's (a nearest grad's) and
     # rounds dx's
-    p.widen = (0 if not plan.widen else 1 if sig.dy_dtype == TFC_F16
-               else 2 if sig.dy_dtype == TFC_BF16 else -1)
-    p.round_out = (0 if plan.acc_dtype == plan.out_dtype else 1 if sig.out_dtype == TFC_F16
-                   else 2 if sig.out_dtype == TFC_BF16 else -1)
+    p.widen = (0 if not plan.widen else 1 if sig.args[0].dtype == TFC_F16
+               else 2 if sig.args[0].dtype == TFC_BF16 else -1)
+    p.round_out = (0 if plan.acc_dtype == plan.out_dtype else 1 if p.out_dtype == TFC_F16
+                   else 2 if p.out_dtype == TFC_BF16 else -1)
     if p.widen < 0 or p.round_out < 0:
         _plan_free(p)
         raise TypeError("tfcompat's C entry: a conversion it does not run")
@@ -273,13 +310,10 @@ cdef CPlan* _plan_from(object plan, const TfcResampleSig* sig) except NULL:
     return p
 
 
-cdef CPlan* _forward_plan_from(object plan, const TfcResampleSig* sig) except NULL:
-    """A plan copied from a forward resize's _capi.ForwardCPlan (with the GIL)."""
-    cdef CPlan* p = <CPlan*>calloc(1, sizeof(CPlan))
-    if p == NULL:
-        raise MemoryError("tfcompat's C entry: a plan")
-    memcpy(&p.sig, sig, sizeof(TfcResampleSig))
-    p.refs = 1
+cdef CPlan* _forward_plan_from(object op, const TfcOpSig* sig) except NULL:
+    """A plan copied from a forward resize's _capi.ForwardCPlan (op.plan; with the GIL)."""
+    plan = op.plan
+    cdef CPlan* p = _new_plan(op, sig)
     p.forward, p.copy, p.empty = True, plan.copy, plan.empty
     p.out_bytes = plan.out_bytes
     p.widen, p.round_out = plan.widen, plan.round_out
@@ -318,8 +352,8 @@ def math_prod(shape):
     return n
 
 
-cdef int _capi_resample_plan(const TfcResampleSig* sig, TfcPlan** out, char* err,
-                             size_t errlen) noexcept nogil:
+cdef int _capi_op_plan(const TfcOpSig* sig, TfcPlan** out, char* err,
+                       size_t errlen) noexcept nogil:
     out[0] = <TfcPlan*>_cache_find(sig)
     if out[0] != NULL:
         return 0
@@ -332,32 +366,42 @@ cdef int _capi_resample_plan(const TfcResampleSig* sig, TfcPlan** out, char* err
     return status
 
 
-cdef int _build_plan(const TfcResampleSig* sig, TfcPlan** out, char* err, size_t errlen):
+cdef object _sig_args(const TfcOpSig* sig):
+    """The signature's arguments as (kind, dtype or None, dims, strides) tuples."""
+    args = []
+    cdef int i, k, rank
+    for i in range(min(max(sig.n_args, 0), TFC_MAX_ARGS)):
+        rank = min(max(sig.args[i].rank, 0), TFC_MAX_DIMS)
+        args.append((sig.args[i].kind, _CODES.get(sig.args[i].dtype),
+                     tuple(sig.args[i].dims[k] for k in range(rank)),
+                     tuple(sig.args[i].strides[k] for k in range(rank))))
+    return args
+
+
+cdef int _build_plan(const TfcOpSig* sig, TfcPlan** out, char* err, size_t errlen):
     cdef CPlan* p
+    cdef int k
     try:
         from tfcompat import _capi
-        dy_shape = tuple(sig.dy_dims[i] for i in range(min(max(sig.dy_rank, 0), 8)))
-        img_shape = tuple(sig.image_dims[i] for i in range(min(max(sig.image_rank, 0), 8)))
-        plan = _capi.resample_plan(sig.kernel, _CODES.get(sig.dy_dtype),
-                                   _CODES.get(sig.out_dtype), dy_shape, img_shape,
-                                   bool(sig.align_corners), bool(sig.half_pixel_centers),
-                                   bool(sig.front))
-        forward = (sig.kernel == TFC_RESIZE_BILINEAR
-                   or sig.kernel == TFC_RESIZE_NEAREST_NEIGHBOR)
-        p = _forward_plan_from(plan, sig) if forward else _plan_from(plan, sig)
+        values = [sig.values[k] for k in range(min(max(sig.n_values, 0), TFC_MAX_VALUES))]
+        op = _capi.op_plan(sig.kernel, sig.front, sig.layout, _sig_args(sig), values,
+                           sig.n_values, sig.n_args)
+        p = _forward_plan_from(op, sig) if op.forward else _plan_from(op, sig)
     except BaseException as exc:
         msg = str(exc).encode("utf-8", "replace")
         _error(err, errlen, <const char*>msg)
         out[0] = NULL
-        return 2 if isinstance(exc, MemoryError) else 1
+        return 2 if isinstance(exc, MemoryError) else 3 if isinstance(exc, TypeError) else 1
     _cache_put(p)
     out[0] = <TfcPlan*>p
     return 0
 
 
-cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_threads,
-                            char* err, size_t errlen) noexcept nogil:
+cdef int _capi_op_run(TfcPlan* plan, const void* const* args, void* const* outputs,
+                      int num_threads, char* err, size_t errlen) noexcept nogil:
     cdef CPlan* p = <CPlan*>plan
+    cdef const void* dy = args[0]
+    cdef void* dx = outputs[0]
     cdef const void* src = dy
     cdef void* acc = dx
     cdef float* widened = NULL
@@ -408,3 +452,82 @@ cdef int _capi_resample_run(TfcPlan* plan, const void* dy, void* dx, int num_thr
     free(summed)
     free(work)
     return 0
+
+
+cdef int _capi_op_out_dims(const CPlan* p, int64_t* dims) noexcept nogil:
+    memcpy(dims, p.out_dims, p.out_rank * sizeof(int64_t))
+    return p.out_rank
+
+
+cdef class CEntryPlan:
+    """An op plan of the C entry, held from Python (the PyTorch front): made by
+    :func:`capi_plan`, run on raw pointers by :meth:`run`, its reference given back when it
+    is collected."""
+    cdef CPlan* p
+    cdef readonly tuple out_dims
+    cdef readonly Py_ssize_t out_bytes, nbytes
+
+    def __dealloc__(self):
+        _release(self.p)
+
+    def peak(self, int num_threads):
+        """Bytes a run allocates besides its arguments: the output, a half type's float32
+        copies of the input and the sums, and the kernel's scratch on num_threads threads."""
+        cdef CPlan* p = self.p
+        cdef Py_ssize_t nt = max(1, num_threads), scratch = 0
+        if p.empty or p.copy:
+            return p.out_bytes
+        if p.forward:
+            scratch = (2 * p.fwd.OW * p.fwd.C * nt * (8 if p.fwd.wide else 4)
+                       if p.fwd.linear else 0)
+        else:
+            scratch = p.args.work_per_thread * nt * 4
+        return (p.out_bytes + (p.dy_count * 4 if p.widen else 0)
+                + (p.dx_count * 4 if p.round_out else 0) + scratch)
+
+    def run(self, intptr_t src, intptr_t dst, int num_threads):
+        """outputs[0] = dst, args[0] = src (the signature's shapes and memory order)."""
+        cdef const void* args[1]
+        cdef void* outs[1]
+        cdef char err[512]
+        cdef int rc
+        args[0] = <const void*>src
+        outs[0] = <void*>dst
+        with nogil:
+            rc = _capi_op_run(<TfcPlan*>self.p, args, outs, num_threads, err, sizeof(err))
+        if rc:
+            raise MemoryError(err.decode("utf-8", "replace"))
+
+
+def capi_plan(int kernel, int front, int layout, args, values):
+    """The C entry's plan of a signature (tfcompat._capi.op_plan's arguments: each argument
+    (kind, dtype code, dims, strides), then the values), as a :class:`CEntryPlan`; the policy
+    layer's ValueError, TypeError or MemoryError for an invalid one."""
+    cdef TfcOpSig sig
+    cdef TfcPlan* plan = NULL
+    cdef char err[2048]
+    cdef int i, k, rc
+    memset(&sig, 0, sizeof(sig))
+    if len(args) > TFC_MAX_ARGS or len(values) > TFC_MAX_VALUES:
+        raise ValueError("tfcompat's C entry: too many arguments or values")
+    sig.kernel, sig.front, sig.layout = kernel, front, layout
+    sig.n_args, sig.n_values = len(args), len(values)
+    for i, (kind, dtype, dims, strides) in enumerate(args):
+        if len(dims) > TFC_MAX_DIMS:
+            raise ValueError(f"tfcompat's C entry: a tensor of rank {len(dims)}")
+        sig.args[i].kind, sig.args[i].dtype, sig.args[i].rank = kind, dtype, len(dims)
+        for k in range(len(dims)):
+            sig.args[i].dims[k] = dims[k]
+            sig.args[i].strides[k] = strides[k] if strides else 0
+    for i in range(len(values)):
+        sig.values[i] = values[i]
+    rc = _capi_op_plan(&sig, &plan, err, sizeof(err))
+    if rc:
+        raise (MemoryError if rc == 2 else TypeError if rc == 3 else ValueError)(
+            err.decode("utf-8", "replace"))
+    cdef CEntryPlan out = CEntryPlan.__new__(CEntryPlan)
+    out.p = <CPlan*>plan
+    out.out_dims = tuple(out.p.out_dims[k] for k in range(out.p.out_rank))
+    out.out_bytes = out.p.out_bytes
+    out.nbytes = out.p.nbytes
+    return out

@@ -74,10 +74,16 @@ cdef void _capi_release(TfcPlan* p) noexcept nogil:
 cdef int _capi_out_dims(const TfcPlan* p, int64_t* dims) noexcept nogil:
     cdef const ConvCPlan* c
     if (<const int32_t*>p)[0] != TFC_CONV2D_BACKPROP_INPUT:
-        return 0
+        return _capi_op_out_dims(<const CPlan*>p, dims)
     c = <const ConvCPlan*>p
     memcpy(dims, c.out_dims, 4 * sizeof(int64_t))
     return 4
+
+
+cdef int _capi_out_dtype(const TfcPlan* p) noexcept nogil:
+    if (<const int32_t*>p)[0] == TFC_CONV2D_BACKPROP_INPUT:
+        return (<const ConvCPlan*>p).sig.dtype
+    return (<const CPlan*>p).out_dtype
 
 
 cdef int64_t _capi_any_out_bytes(const TfcPlan* p) noexcept nogil:
@@ -327,15 +333,9 @@ cdef object _wrap(const void* ptr, Py_ssize_t nbytes, bint writable):
 
 def c_api_capsule():
     """The PyCapsule "tfcompat.C_API" holding this build's TfcApi (csrc/capi.h)."""
-    global _CODES
-    import ml_dtypes
-    _CODES = {TFC_F32: np.dtype(np.float32), TFC_F64: np.dtype(np.float64),
-              TFC_F16: np.dtype(np.float16), TFC_BF16: np.dtype(ml_dtypes.bfloat16),
-              TFC_U8: np.dtype(np.uint8), TFC_I8: np.dtype(np.int8),
-              TFC_I32: np.dtype(np.int32)}
     _API.abi_version = TFC_ABI_VERSION
-    _API.resample_plan = _capi_resample_plan
-    _API.resample_run = _capi_resample_run
+    _API.op_plan = _capi_op_plan
+    _API.op_run = _capi_op_run
     _API.plan_release = _capi_release
     _API.plan_out_bytes = _capi_any_out_bytes
     _API.num_threads = _capi_num_threads
@@ -343,6 +343,7 @@ def c_api_capsule():
     _API.conv_run = _capi_conv_run
     _API.plan_out_dims = _capi_out_dims
     _API.set_thread_pool = tfc_set_thread_pool
+    _API.plan_out_dtype = _capi_out_dtype
     return PyCapsule_New(<void*>&_API, b"tfcompat.C_API", NULL)
 
 

@@ -2,11 +2,11 @@
 //
 // Built on first use against the installed jaxlib's FFI headers (xla/ffi/api/ffi.h) and
 // registered with jax.ffi.register_ffi_target as "tfcompat_resize" on the CPU. One handler runs
-// every resize the front calls: TF's forward (TFC_RESIZE_BILINEAR, TFC_RESIZE_NEAREST_NEIGHBOR)
-// or its grad (TFC_RESIZE_BILINEAR_GRAD, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD),
-// named by the attribute ``kernel``. It reads the operand's and result's shapes and dtypes into a
-// signature and gets that signature's plan through tfcompat's C entry (csrc/capi.h, with
-// front = 1: every tensor of the images' dtype): a lookup in the C entry's cache, or once per
+// every op the front calls (the op table's records with a JAX front), named by the attribute
+// ``kernel`` (its code, capi.h) and described by ``kinds``, ``counts`` and ``values`` (its
+// arguments, as the record lists them). It reads the operands' and result's shapes and dtypes
+// into an op signature and gets its plan through tfcompat's C entry (csrc/capi.h, with
+// front = 1: every tensor of the input's dtype): a lookup in the C entry's cache, or once per
 // signature tfcompat's Python policy layer under the GIL. No plan's address is ever part of the
 // compiled computation, so an executable from JAX's persistent compilation cache finds its
 // plans the same way. Leading dimensions beyond [B, H, W, C] (vmap's) fold into the batch.
@@ -62,29 +62,65 @@ void pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n) {
                         [p](auto task) { p->Schedule(std::move(task)); });
 }
 
-ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
-                  int32_t kernel, bool align_corners, bool half_pixel_centers) {
+// The handler of every op the front calls: kernel, the op's code; kinds, the C entry's kind of
+// each of its arguments (the op table's record: a TENSOR takes the next operand, a SHAPE has
+// the result's shape and dtype, a VALUES argument the next of counts' lengths from values);
+// values, those arguments' values and then the op's attributes.
+ffi::Error Run(ffi::ThreadPool pool, ffi::RemainingArgs operands, ffi::Result<ffi::AnyBuffer> y,
+               int32_t kernel, ffi::Span<const int64_t> kinds, ffi::Span<const int64_t> counts,
+               ffi::Span<const int64_t> values) {
   if (api == nullptr) return ffi::Error::Internal("tfcompat: the JAX front is not loaded");
-  TfcResampleSig sig;
+  if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || kinds.size() > TFC_MAX_ARGS ||
+      values.size() > TFC_MAX_VALUES)
+    return ffi::Error::InvalidArgument("tfcompat.jax: expected an op's kernel code (capi.h)");
+  TfcOpSig sig;
   std::memset(&sig, 0, sizeof sig);
   sig.kernel = kernel;
   sig.front = 1;
-  sig.align_corners = align_corners;
-  sig.half_pixel_centers = half_pixel_centers;
-  sig.dy_dtype = code(x.element_type());
-  sig.out_dtype = code(y->element_type());
-  if (sig.dy_dtype < 0 || sig.out_dtype < 0)
+  sig.layout = TFC_NHWC;
+  sig.n_args = static_cast<int32_t>(kinds.size());
+  const void* data[TFC_MAX_ARGS] = {nullptr};
+  size_t operand = 0, count = 0;
+  int32_t out_rank = 0;
+  int64_t out_dims[TFC_MAX_DIMS];
+  int out_dtype = code(y->element_type());
+  if (!fold(y->dimensions(), &out_rank, out_dims) || out_dtype < 0)
     return ffi::Error::InvalidArgument(
-        "tfcompat.jax.resize: x's dtype must be float32, float64, float16 or bfloat16");
-  if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || kernel == TFC_CONV2D_BACKPROP_INPUT ||
-      !fold(x.dimensions(), &sig.dy_rank, sig.dy_dims) ||
-      !fold(y->dimensions(), &sig.image_rank, sig.image_dims))
-    return ffi::Error::InvalidArgument(
-        "tfcompat.jax.resize: expected a resize's kernel code (capi.h) and arrays [..., batch, "
-        "height, width, channels]");
+        "tfcompat.jax: expected a result [..., batch, height, width, channels] of float32, "
+        "float64, float16 or bfloat16");
+  for (size_t i = 0; i < kinds.size(); i++) {
+    TfcArgSig* a = &sig.args[i];
+    a->kind = static_cast<int32_t>(kinds[i]);
+    if (a->kind == TFC_ARG_TENSOR) {
+      if (operand >= operands.size())
+        return ffi::Error::InvalidArgument("tfcompat.jax: fewer operands than the op has");
+      auto x = operands.get<ffi::AnyBuffer>(operand++);
+      if (x.has_error()) return x.error();
+      a->dtype = code(x->element_type());
+      if (a->dtype < 0)
+        return ffi::Error::InvalidArgument(
+            "tfcompat.jax.resize: x's dtype must be float32, float64, float16 or bfloat16");
+      if (!fold(x->dimensions(), &a->rank, a->dims))
+        return ffi::Error::InvalidArgument(
+            "tfcompat.jax: expected arrays [..., batch, height, width, channels]");
+      data[i] = x->untyped_data();
+    } else if (a->kind == TFC_ARG_SHAPE) {
+      a->dtype = out_dtype;
+      a->rank = out_rank;
+      std::memcpy(a->dims, out_dims, sizeof out_dims);
+    } else {
+      if (count >= counts.size())
+        return ffi::Error::InvalidArgument("tfcompat.jax: a values argument without a count");
+      a->dtype = TFC_I64;
+      a->rank = 1;
+      a->dims[0] = counts[count++];
+    }
+  }
+  sig.n_values = static_cast<int32_t>(values.size());
+  for (size_t i = 0; i < values.size(); i++) sig.values[i] = values[i];
   char err[2048];
   TfcPlan* plan = nullptr;
-  int rc = api->resample_plan(&sig, &plan, err, sizeof err);
+  int rc = api->op_plan(&sig, &plan, err, sizeof err);
   if (rc != 0)
     return rc == 2 ? ffi::Error(ffi::ErrorCode::kResourceExhausted, err)
                    : ffi::Error::InvalidArgument(err);
@@ -99,8 +135,8 @@ ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBu
       api->set_thread_pool(pool_run, &pool);
     }
   }
-  rc = api->resample_run(plan, x.untyped_data(), y->untyped_data(), threads, err,
-                             sizeof err);
+  void* outputs[1] = {y->untyped_data()};
+  rc = api->op_run(plan, data, outputs, threads, err, sizeof err);
   api->set_thread_pool(nullptr, nullptr);
   api->plan_release(plan);
   if (rc != 0) return ffi::Error(ffi::ErrorCode::kResourceExhausted, err);
@@ -110,14 +146,15 @@ ffi::Error Resize(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBu
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(TfcResize, Resize,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(TfcRun, Run,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::AnyBuffer>()
+                                  .RemainingArgs()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int32_t>("kernel")
-                                  .Attr<bool>("align_corners")
-                                  .Attr<bool>("half_pixel_centers"));
+                                  .Attr<ffi::Span<const int64_t>>("kinds")
+                                  .Attr<ffi::Span<const int64_t>>("counts")
+                                  .Attr<ffi::Span<const int64_t>>("values"));
 
 extern "C" {
 

@@ -17,6 +17,7 @@
  * (tf_pool.cc). Nothing here validates beyond what a signature needs to be read safely.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +62,19 @@ static int use_pool(TF_OpKernelContext* ctx, int64_t work, int64_t serial) {
     return threads;
 }
 
+/* An op's arguments and attributes as tfcompat/tf.py registers them (the op table's record:
+ * each argument's name and C entry kind, the names of its bool attributes), by kernel code */
+typedef struct {
+    int n_args, n_attrs;
+    int kinds[TFC_MAX_ARGS];
+    char attrs[TFC_MAX_VALUES][64];
+} Spec;
+static Spec specs[TFC_KERNEL_COUNT];
+
+/* a kernel instance: its code and its attributes' values */
 typedef struct {
     int kernel;
-    int align_corners, half_pixel_centers;
+    int64_t attrs[TFC_MAX_VALUES];
 } Kernel;
 
 static int tfc_dtype(TF_DataType t) {
@@ -75,14 +86,31 @@ static int tfc_dtype(TF_DataType t) {
         case TF_UINT8: return TFC_U8;
         case TF_INT8: return TFC_I8;
         case TF_INT32: return TFC_I32;
+        case TF_INT16: return TFC_I16;
+        case TF_UINT16: return TFC_U16;
+        case TF_INT64: return TFC_I64;
         default: return -1;
+    }
+}
+
+static TF_DataType tf_dtype(int code) {
+    switch (code) {
+        case TFC_F32: return TF_FLOAT;
+        case TFC_F64: return TF_DOUBLE;
+        case TFC_F16: return TF_HALF;
+        case TFC_BF16: return TF_BFLOAT16;
+        case TFC_U8: return TF_UINT8;
+        case TFC_I8: return TF_INT8;
+        case TFC_I32: return TF_INT32;
+        case TFC_I16: return TF_INT16;
+        case TFC_U16: return TF_UINT16;
+        default: return TF_INT64;
     }
 }
 
 static void* create(TF_OpKernelConstruction* ctx, int kernel) {
     Kernel* k = (Kernel*)calloc(1, sizeof(Kernel));
     TF_Status* s = TF_NewStatus();
-    TF_Bool v = 0;
     if (k == NULL) {
         TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, "tfcompat: out of memory for a kernel");
         TF_OpKernelConstruction_Failure(ctx, s);
@@ -90,24 +118,26 @@ static void* create(TF_OpKernelConstruction* ctx, int kernel) {
         return NULL;
     }
     k->kernel = kernel;
-    TF_OpKernelConstruction_GetAttrBool(ctx, "align_corners", &v, s);
-    k->align_corners = v;
-    if (TF_GetCode(s) == TF_OK) {
-        TF_OpKernelConstruction_GetAttrBool(ctx, "half_pixel_centers", &v, s);
-        k->half_pixel_centers = v;
+    for (int i = 0; i < specs[kernel].n_attrs && TF_GetCode(s) == TF_OK; i++) {
+        TF_Bool v = 0;
+        TF_OpKernelConstruction_GetAttrBool(ctx, specs[kernel].attrs[i], &v, s);
+        k->attrs[i] = v;
     }
     if (TF_GetCode(s) != TF_OK) TF_OpKernelConstruction_Failure(ctx, s);
     TF_DeleteStatus(s);
     return k;
 }
 
-static void* create_bilinear(TF_OpKernelConstruction* ctx) {
-    return create(ctx, TFC_RESIZE_BILINEAR_GRAD);
-}
-
-static void* create_nearest(TF_OpKernelConstruction* ctx) {
-    return create(ctx, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD);
-}
+/* TF's create functions take no argument of ours: one per kernel code, for up to 16 codes */
+#define TFC_CREATE(K) static void* create_##K(TF_OpKernelConstruction* c) { return create(c, K); }
+TFC_CREATE(0) TFC_CREATE(1) TFC_CREATE(2) TFC_CREATE(3) TFC_CREATE(4) TFC_CREATE(5)
+TFC_CREATE(6) TFC_CREATE(7) TFC_CREATE(8) TFC_CREATE(9) TFC_CREATE(10) TFC_CREATE(11)
+TFC_CREATE(12) TFC_CREATE(13) TFC_CREATE(14) TFC_CREATE(15)
+static void* (*const creators[])(TF_OpKernelConstruction*) = {
+    create_0, create_1, create_2, create_3, create_4, create_5, create_6, create_7, create_8,
+    create_9, create_10, create_11, create_12, create_13, create_14, create_15};
+_Static_assert(sizeof creators / sizeof creators[0] >= TFC_KERNEL_COUNT,
+               "a create function per kernel code: add TFC_CREATE lines");
 
 static void delete_kernel(void* k) { free(k); }
 
@@ -117,67 +147,69 @@ static void read_dims(const TF_Tensor* t, int32_t* rank, int64_t* dims) {
     for (int i = 0; i < n && i < TFC_MAX_DIMS; i++) dims[i] = TF_Dim(t, i);
 }
 
+/* Any op of the table through the C entry: its arguments read as its spec says (a VALUES
+ * argument's int32 or int64 elements into the signature's values, then the attributes), its
+ * plan found, its output allocated with the plan's dims and dtype, and run. */
 static void compute(void* kp, TF_OpKernelContext* ctx) {
     Kernel* k = (Kernel*)kp;
+    const Spec* sp = &specs[k->kernel];
     TF_Status* s = TF_NewStatus();
-    TF_Tensor* dy = NULL;
-    TF_Tensor* second = NULL;
+    TF_Tensor* in[TFC_MAX_ARGS] = {NULL};
+    const void* data[TFC_MAX_ARGS] = {NULL};
     TF_Tensor* out = NULL;
     TfcPlan* plan = NULL;
     char err[2048];
-    TfcResampleSig sig;
+    TfcOpSig sig;
     memset(&sig, 0, sizeof sig);
     if (api == NULL) {
         TF_SetStatus(s, TF_FAILED_PRECONDITION, "tfcompat: the kernel library is not enabled");
         goto fail;
     }
-    TF_GetInput(ctx, 0, &dy, s);
-    if (TF_GetCode(s) != TF_OK) goto fail;
-    TF_GetInput(ctx, 1, &second, s);
-    if (TF_GetCode(s) != TF_OK) goto fail;
     sig.kernel = k->kernel;
-    sig.align_corners = k->align_corners;
-    sig.half_pixel_centers = k->half_pixel_centers;
-    sig.dy_dtype = tfc_dtype(TF_TensorType(dy));
-    read_dims(dy, &sig.dy_rank, sig.dy_dims);
-    TF_DataType out_type;
-    if (k->kernel == TFC_RESIZE_BILINEAR_GRAD) {
-        out_type = TF_TensorType(second);
-        sig.out_dtype = tfc_dtype(out_type);
-        read_dims(second, &sig.image_rank, sig.image_dims);
-    } else {
-        /* size: an int32 vector [new_height, new_width]; the image TF's grad writes is
-         * [batch, size..., channels] (a size of another length gets the policy's error) */
-        int64_t n = TF_TensorElementCount(second);
-        const int32_t* size = (const int32_t*)TF_TensorData(second);
-        out_type = TF_TensorType(dy);
-        sig.out_dtype = sig.dy_dtype;
-        sig.image_rank = (int32_t)(n + 2 < TFC_MAX_DIMS ? n + 2 : TFC_MAX_DIMS);
-        sig.image_dims[0] = sig.dy_rank > 0 ? sig.dy_dims[0] : 0;
-        for (int64_t i = 0; i < n && i + 1 < TFC_MAX_DIMS; i++) sig.image_dims[i + 1] = size[i];
-        if (n + 1 < TFC_MAX_DIMS && sig.dy_rank > 0 && sig.dy_rank <= TFC_MAX_DIMS)
-            sig.image_dims[n + 1] = sig.dy_dims[sig.dy_rank - 1];
+    sig.layout = TFC_NHWC;
+    sig.n_args = sp->n_args;
+    int64_t nv = 0;
+    for (int i = 0; i < sp->n_args; i++) {
+        TfcArgSig* a = &sig.args[i];
+        TF_GetInput(ctx, i, &in[i], s);
+        if (TF_GetCode(s) != TF_OK) goto fail;
+        a->kind = sp->kinds[i];
+        a->dtype = tfc_dtype(TF_TensorType(in[i]));
+        read_dims(in[i], &a->rank, a->dims);
+        if (a->kind == TFC_ARG_TENSOR) {
+            data[i] = TF_TensorData(in[i]);
+        } else if (a->kind == TFC_ARG_VALUES) {
+            int64_t n = TF_TensorElementCount(in[i]);
+            int wide = TF_TensorType(in[i]) == TF_INT64;
+            const void* v = TF_TensorData(in[i]);
+            for (int64_t j = 0; j < n; j++, nv++)
+                if (nv < TFC_MAX_VALUES)
+                    sig.values[nv] = wide ? ((const int64_t*)v)[j] : ((const int32_t*)v)[j];
+        }
+        if (a->kind != TFC_ARG_VALUES && a->dtype < 0) {
+            TF_SetStatus(s, TF_INVALID_ARGUMENT,
+                         "tfcompat: a dtype this kernel was not registered for");
+            goto fail;
+        }
     }
-    if (sig.dy_dtype < 0 || sig.out_dtype < 0) {
-        TF_SetStatus(s, TF_INVALID_ARGUMENT,
-                     "tfcompat: a dtype this kernel was not registered for");
-        goto fail;
-    }
-    int rc = api->resample_plan(&sig, &plan, err, sizeof err);
+    for (int i = 0; i < sp->n_attrs; i++, nv++)
+        if (nv < TFC_MAX_VALUES) sig.values[nv] = k->attrs[i];
+    sig.n_values = (int32_t)(nv < (1 << 30) ? nv : (1 << 30));
+    int rc = api->op_plan(&sig, &plan, err, sizeof err);
     if (rc != 0) {
         /* TF answers an output it cannot allocate with ResourceExhausted */
         TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : TF_INVALID_ARGUMENT, err);
         goto fail;
     }
-    /* the policy layer proved the image rank 4 */
-    out = TF_AllocateOutput(ctx, 0, out_type, sig.image_dims, 4,
-                            (size_t)api->plan_out_bytes(plan), s);
+    int64_t dims[TFC_MAX_DIMS];
+    int rank = api->plan_out_dims(plan, dims);
+    TF_DataType out_type = tf_dtype(api->plan_out_dtype(plan));
+    out = TF_AllocateOutput(ctx, 0, out_type, dims, rank, (size_t)api->plan_out_bytes(plan),
+                            s);
     if (TF_GetCode(s) != TF_OK) goto fail;
-    int64_t values = sig.image_dims[0] * sig.image_dims[1] * sig.image_dims[2] *
-                     sig.image_dims[3];
-    int threads = use_pool(ctx, values, TFC_SERIAL_VALUES);
-    rc = api->resample_run(plan, TF_TensorData(dy), TF_TensorData(out), threads, err,
-                           sizeof err);
+    void* outputs[1] = {TF_TensorData(out)};
+    int threads = use_pool(ctx, TF_TensorElementCount(out), TFC_SERIAL_VALUES);
+    rc = api->op_run(plan, data, outputs, threads, err, sizeof err);
     api->set_thread_pool(NULL, NULL);
     if (rc != 0) {
         TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, err);
@@ -189,8 +221,7 @@ fail:
     TF_OpKernelContext_Failure(ctx, s);
 done:
     if (plan != NULL) api->plan_release(plan);
-    TF_DeleteTensor(dy);
-    TF_DeleteTensor(second);
+    for (int i = 0; i < TFC_MAX_ARGS; i++) TF_DeleteTensor(in[i]);
     TF_DeleteTensor(out);
     TF_DeleteStatus(s);
 }
@@ -332,14 +363,15 @@ done:
 }
 
 static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelConstruction*),
-               TF_DataType dtype, const char* label, char* err, size_t errlen) {
+               TF_DataType dtype, const char* label, const char* const* host, int n_host,
+               char* err, size_t errlen) {
     int conv = create_fn == create_conv;
     TF_Status* s = TF_NewStatus();
     TF_KernelBuilder* b = TF_NewKernelBuilder(op, "CPU", create_fn,
                                               conv ? compute_conv : compute, delete_kernel);
     TF_KernelBuilder_TypeConstraint(b, "T", dtype, s);
     if (TF_GetCode(s) == TF_OK) {
-        if (conv) TF_KernelBuilder_HostMemory(b, "input_sizes");
+        for (int i = 0; i < n_host; i++) TF_KernelBuilder_HostMemory(b, host[i]);
         /* the label TF's graph and eager rewrites give the oneDNN ops they make */
         if (label != NULL && label[0] != 0) TF_KernelBuilder_Label(b, label);
         TF_KernelBuilder_Priority(b, 1);
@@ -356,47 +388,62 @@ static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelC
     return rc;
 }
 
-/* Register kernel ``kernel`` (TFC_RESIZE_BILINEAR_GRAD, TFC_RESIZE_NEAREST_NEIGHBOR_GRAD or
- * TFC_CONV2D_BACKPROP_INPUT; any other code is an error) for dtype ``dtype`` (a TF_DataType
- * its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi);
+static void set_error(char* err, size_t errlen, const char* msg) {
+    if (errlen) {
+        strncpy(err, msg, errlen - 1);
+        err[errlen - 1] = 0;
+    }
+}
+
+/* Register kernel ``kernel`` (its code, capi.h) for TF's op ``op`` in dtype ``dtype`` (a
+ * TF_DataType its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi).
+ * An op the C entry plans (every one but the conv) comes with its record's arguments, in
+ * TF's order (``arg_names``, their C entry kinds ``arg_kinds``: VALUES ones are read in host
+ * memory) and the names of its bool attributes; the conv has its own kernel (n_args 0).
  * ``onednn_label``: NULL, or (the conv) the label of TF's _MklNativeConv2DBackpropInput kernel
  * of this dtype, which TF's oneDNN rewrite hands a Conv2DBackpropInput of this dtype to: ours
  * is registered for that op too. Once per kernel and dtype (the caller keeps count). 0, or
  * non-zero with a message in err. */
-int tfc_plugin_register(const void* capi, int kernel, int dtype, const char* onednn_label,
-                        char* err, size_t errlen) {
+int tfc_plugin_register(const void* capi, int kernel, const char* op, int dtype,
+                        const char* onednn_label, const char* const* arg_names,
+                        const int* arg_kinds, int n_args, const char* const* attr_names,
+                        int n_attrs, char* err, size_t errlen) {
     const TfcApi* a = (const TfcApi*)capi;
     TF_DataType t = (TF_DataType)dtype;
+    char name[128];
     if (a == NULL || a->abi_version != TFC_ABI_VERSION) {
-        if (errlen) {
-            strncpy(err, "tfcompat: the kernel extension's C entry has another ABI version",
-                    errlen - 1);
-            err[errlen - 1] = 0;
-        }
+        set_error(err, errlen, "tfcompat: the kernel extension's C entry has another ABI version");
         return 1;
     }
     api = a;
-    if (kernel == TFC_RESIZE_BILINEAR_GRAD)
-        return add("ResizeBilinearGrad", "TfcompatResizeBilinearGrad", create_bilinear, t, NULL,
-                   err, errlen);
-    if (kernel == TFC_RESIZE_NEAREST_NEIGHBOR_GRAD)
-        return add("ResizeNearestNeighborGrad", "TfcompatResizeNearestNeighborGrad",
-                   create_nearest, t, NULL, err, errlen);
-    if (kernel != TFC_CONV2D_BACKPROP_INPUT) {
-        if (errlen) {
-            strncpy(err, "tfcompat: no TF kernel of this library has that kernel code",
-                    errlen - 1);
-            err[errlen - 1] = 0;
-        }
+    snprintf(name, sizeof name, "Tfcompat%s", op);
+    if (kernel == TFC_CONV2D_BACKPROP_INPUT && n_args == 0) {
+        const char* host[1] = {"input_sizes"};
+        if (add(op, name, create_conv, t, NULL, host, 1, err, errlen)) return 1;
+        if (onednn_label != NULL)
+            return add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
+                       create_conv, t, onednn_label, host, 1, err, errlen);
+        return 0;
+    }
+    if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || kernel == TFC_CONV2D_BACKPROP_INPUT ||
+        n_args <= 0 || n_args > TFC_MAX_ARGS || n_attrs < 0 || n_attrs > TFC_MAX_VALUES) {
+        set_error(err, errlen, "tfcompat: no TF kernel of this library has that kernel code");
         return 1;
     }
-    if (add("Conv2DBackpropInput", "TfcompatConv2DBackpropInput", create_conv, t, NULL, err,
-            errlen))
-        return 1;
-    if (onednn_label != NULL)
-        return add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
-                   create_conv, t, onednn_label, err, errlen);
-    return 0;
+    Spec* sp = &specs[kernel];
+    const char* host[TFC_MAX_ARGS];
+    int n_host = 0;
+    sp->n_args = n_args;
+    sp->n_attrs = n_attrs;
+    for (int i = 0; i < n_args; i++) {
+        sp->kinds[i] = arg_kinds[i];
+        if (arg_kinds[i] == TFC_ARG_VALUES) host[n_host++] = arg_names[i];
+    }
+    for (int i = 0; i < n_attrs; i++) {
+        strncpy(sp->attrs[i], attr_names[i], sizeof sp->attrs[i] - 1);
+        sp->attrs[i][sizeof sp->attrs[i] - 1] = 0;
+    }
+    return add(op, name, creators[kernel], t, NULL, host, n_host, err, errlen);
 }
 
 /* How many calls kernel ``kernel`` (its code) has run: what tells a test ours ran. */

@@ -49,6 +49,11 @@ class Op:
     fronts: dict = field(default_factory=dict)   # front -> the name it exposes the op under
     api: Optional[str] = None   # the functional API's function (tfcompat.<api>)
     method: Optional[str] = None    # a TF resize's method ("bilinear", "nearest")
+    # the C entry's (TF's) arguments, in TF's order: (name, "tensor" | "shape" | "values"),
+    # and the attributes (their keys, bools) whose values follow the values arguments'; ()
+    # for an op the C entry plans with its own signature (the conv) or not at all
+    c_args: tuple = ()
+    c_attrs: tuple = ()
 
     def input(self, key):
         for i in self.inputs:

@@ -51,6 +51,8 @@ def _conv_input_shape(shapes, attrs):
 
 _ALIGN = Attr("alignCorners", "align_corners", False)
 _HALF = Attr("halfPixelCenters", "half_pixel_centers", False)
+_FLAGS = ("alignCorners", "halfPixelCenters")
+_IMAGES_SIZE = (("images", "tensor"), ("size", "values"))
 
 OPS = {op.name: op for op in (
     Op(RESIZE_BILINEAR, "tensorflow",
@@ -58,13 +60,13 @@ OPS = {op.name: op for op in (
        attrs=(Attr("size", "size", tf_input=True), _ALIGN, _HALF),
        out_dtype=FLOAT32, shape=_resized, tf_types=RESIZE_TYPES, tf_type_input="images",
        fronts={"torch": "resize_bilinear", "jax": "tfcompat_resize"}, api="resize_bilinear",
-       method="bilinear"),
+       method="bilinear", c_args=_IMAGES_SIZE, c_attrs=_FLAGS),
     Op(RESIZE_NEAREST_NEIGHBOR, "tensorflow",
        inputs=(Input("images", "images", DATA, RESIZE_TYPES),),
        attrs=(Attr("size", "size", tf_input=True), _ALIGN, _HALF),
        out_dtype="images", shape=_resized, tf_types=RESIZE_TYPES, tf_type_input="images",
        fronts={"torch": "resize_nearest", "jax": "tfcompat_resize"},
-       api="resize_nearest_neighbor", method="nearest"),
+       api="resize_nearest_neighbor", method="nearest", c_args=_IMAGES_SIZE, c_attrs=_FLAGS),
     # float64 grads are tfcompat's extension (TF's op reads float32 grads only)
     Op(RESIZE_BILINEAR_GRAD, "tensorflow",
        inputs=(Input("dy", "grads", DATA, (FLOAT32, FLOAT64)),
@@ -74,7 +76,8 @@ OPS = {op.name: op for op in (
        tf_types=FLOATS, tf_type_input="images",
        fronts={"torch": "resize_bilinear_backward", "jax": "tfcompat_resize",
                "tf": RESIZE_BILINEAR_GRAD},
-       api="resize_bilinear_grad", method="bilinear"),
+       api="resize_bilinear_grad", method="bilinear",
+       c_args=(("grads", "tensor"), ("original_image", "shape")), c_attrs=_FLAGS),
     # the registry takes the original images (shape and dtype); TF's op their size
     Op(RESIZE_NEAREST_NEIGHBOR_GRAD, "tensorflow",
        inputs=(Input("dy", "grads", DATA, NEAREST_GRAD_TYPES),
@@ -84,7 +87,8 @@ OPS = {op.name: op for op in (
        wrt="images", tf_types=NEAREST_GRAD_TYPES, tf_type_input="dy",
        fronts={"torch": "resize_nearest_backward", "jax": "tfcompat_resize",
                "tf": RESIZE_NEAREST_NEIGHBOR_GRAD},
-       api="resize_nearest_neighbor_grad", method="nearest"),
+       api="resize_nearest_neighbor_grad", method="nearest",
+       c_args=(("grads", "tensor"), ("size", "values")), c_attrs=_FLAGS),
     # TF's CPU kernels also take int32, which tfcompat does not
     Op(CONV2D_BACKPROP_INPUT, "tensorflow",
        inputs=(Input("dy", "out_backprop", DATA, FLOATS),
