@@ -5,8 +5,10 @@ under ``jax.jit``) judged by TF's raw ops like the cython backend (``python -m c
 Kernels: ResizeBilinear and ResizeNearestNeighbor (the jitted resize), ResizeBilinearGrad and
 ResizeNearestNeighborGrad (the jitted vjp of the resize, given the case's dy as the
 cotangent). The front takes float32, float16, bfloat16 and float64 (inside
-``jax.enable_x64(True)``, a scoped switch) and keeps x's dtype, so a case it cannot express is
-passed over (UnsupportedError, n/a): integer images, and a bilinear grad whose dy's dtype is not
+``jax.enable_x64(True)``, a scoped switch), and the nearest forward integers too
+(tfcompat._capi.front_dtypes), and keeps x's dtype, so a case it cannot express is passed over
+(UnsupportedError, n/a): integer images of the bilinear resize or a gradient, a bilinear grad
+whose dy's dtype is not
 the image's (TF's op takes float32 grads for a half-type image; JAX's cotangent has the
 primal's dtype, float32 dy for a float64 image excepted: widened exactly), and a nearest grad
 with both flags (TF's forward refuses them, so the front's does).
@@ -17,10 +19,12 @@ import numpy as np
 
 from tfcompat.kernel_names import (RESIZE_BILINEAR, RESIZE_BILINEAR_GRAD,
                                    RESIZE_NEAREST_NEIGHBOR, RESIZE_NEAREST_NEIGHBOR_GRAD)
+from tfcompat._capi import front_dtypes
+from tfcompat._checks import dtype_names
+from tfcompat.ops import RESIZES
 from tfcompat.registry import KernelConfig, UnsupportedError
 
 BACKEND = "jax-front"
-_FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 
 def _front():
@@ -49,11 +53,11 @@ def _flags(attrs):
     return bool(attrs.get("alignCorners", False)), bool(attrs.get("halfPixelCenters", False))
 
 
-def _dtype(a, what):
-    name = np.dtype(a.dtype).name
-    if name not in _FLOATS:
-        raise UnsupportedError(f"the JAX front takes float dtypes; {what} is {name}")
-    return name
+def _dtype(a, what, op):
+    if np.dtype(a.dtype) not in front_dtypes(op):
+        raise UnsupportedError(f"the JAX front's {op} takes {dtype_names(front_dtypes(op))}; "
+                               f"{what} is {np.dtype(a.dtype).name}")
+    return np.dtype(a.dtype).name
 
 
 def _run(fn, *arrays):
@@ -73,7 +77,7 @@ def bitwise(case):
 
 def _forward(method, inputs, attrs):
     images = np.asarray(inputs["images"])
-    _dtype(images, "images")
+    _dtype(images, "images", RESIZES[method][0])
     align, half = _flags(attrs)
     return _run(_jitted(method, tuple(int(v) for v in attrs["size"]), align, half, False),
                 images)
@@ -81,7 +85,7 @@ def _forward(method, inputs, attrs):
 
 def _grad(method, inputs, attrs):
     dy, images = np.asarray(inputs["dy"]), np.asarray(inputs["images"])
-    dtype = _dtype(images, "images")
+    dtype = _dtype(images, "images", RESIZES[method][1])
     if np.dtype(dy.dtype).name != dtype:
         if not (dtype == "float64" and dy.dtype == np.float32):
             raise UnsupportedError(f"the JAX front's cotangent has x's dtype ({dtype}); this "

@@ -111,6 +111,29 @@ def test_half_types_are_tf_float32_results_rounded_once(np_dtype):
         assert same_bits(_np(dx), tf_resize_grad(tf, method, g_tf, x, align, half)), method
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32"])
+def test_integer_nearest_is_tf_s_copy_and_has_no_gradient(dtype):
+    """The nearest forward copies TF's integer types (the op table's dtypes of
+    ResizeNearestNeighbor) under jit and vmap, TF's bits in every flag; JAX refuses the
+    gradient of an integer input itself, and the bilinear resize refuses integers by name."""
+    tf = tf_or_skip()
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(3).integers(info.min, info.max, (2, 5, 7, 3)).astype(dtype)
+    for align, half in FLAGS:
+        want = tf.raw_ops.ResizeNearestNeighbor(images=x, size=[9, 4], align_corners=align,
+                                                half_pixel_centers=half).numpy()
+        f, _ = _jitted("nearest", (9, 4), align, half)
+        got = _np(f(x))
+        assert got.dtype == want.dtype and same_bits(got, want), (align, half)
+        assert same_bits(_np(jax.vmap(f)(x[:, None]))[:, 0], want)
+    with pytest.raises(TypeError, match="integer"):
+        jax.grad(lambda x: tj.resize(x, (9, 4), "nearest").sum())(x)
+    with pytest.raises(TypeError, match=f"x: got dtype {dtype}; tfcompat.jax.resize takes "
+                                         "float32, float64, float16, bfloat16 with "
+                                         "method='bilinear'"):
+        tj.resize(x, (9, 4))
+
+
 def test_float64_within_the_metric_of_tf():
     """float64 (x64 on) bilinear computes in float64: within the float32 metric of TF's result,
     forward and backward (scales: the NumPy reference on the absolute values). Nearest is TF's

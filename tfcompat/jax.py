@@ -26,7 +26,7 @@ except ImportError as exc:
 from . import _capi, _native
 from ._simd import kernels as _kernels
 from . import _checks as ck
-from .ops import FLOATS, OPS, RESIZE_BILINEAR, RESIZES
+from .ops import OPS, RESIZE_BILINEAR, RESIZES
 
 if not hasattr(jax, "ffi") or not hasattr(jax.ffi, "ffi_call"):
     raise ImportError(f"tfcompat.jax needs JAX 0.5 or newer (jax.ffi); this is {jax.__version__}")
@@ -36,8 +36,11 @@ __all__ = ["library_info", "register", "resize"]
 METHODS = tuple(RESIZES)
 # the FFI target every op of the table with a JAX front names (one handler: csrc/jax_ffi.cc)
 TARGET = OPS[RESIZE_BILINEAR].fronts["jax"]
-# (the C entry takes float types only: an integer nearest resize is the PyTorch front's)
-_DTYPES = {d: d.name for d in OPS[RESIZE_BILINEAR].dtypes("images") if d in FLOATS}
+# each method's dtypes (the C entry's front rule: nearest also copies integers; a gradient is
+# a float's), in the order TF's op lists them
+_TYPES = {method: tuple(d for d in OPS[forward].dtypes("images")
+                        if d in _capi.front_dtypes(forward))
+          for method, (forward, _) in RESIZES.items()}
 # each method's C entry kernel codes (csrc/capi.h, read by tfcompat._capi): (forward, grad)
 _CODES = {method: (_capi.CODES[forward], _capi.CODES[grad])
           for method, (forward, grad) in RESIZES.items()}
@@ -111,7 +114,8 @@ def _check_platform(x):
 
 def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_centers=False):
     """TF's ``ResizeBilinear``/``ResizeNearestNeighbor`` of ``x`` ([batch, height, width,
-    channels], NHWC; float32, float16, bfloat16, or float64 with ``jax_enable_x64``) to ``size``
+    channels], NHWC; float32, float16, bfloat16, or float64 with ``jax_enable_x64``;
+    ``method="nearest"`` also int8, uint8, int16, uint16, int32, int64) to ``size``
     = [new_height, new_width], differentiable by TF's ``ResizeBilinearGrad``/
     ``ResizeNearestNeighborGrad`` (and twice: the grad's grad is the resize).
 
@@ -128,9 +132,9 @@ def resize(x, size, method="bilinear", *, align_corners=False, half_pixel_center
     if x.ndim != 4:
         raise ValueError(f"x: got shape {tuple(x.shape)} (rank {x.ndim}); expected rank 4 "
                          "([batch, height, width, channels])")
-    if np.dtype(x.dtype) not in _DTYPES:
+    if np.dtype(x.dtype) not in _TYPES[method]:
         raise TypeError(f"x: got dtype {x.dtype}; tfcompat.jax.resize takes "
-                        f"{', '.join(_DTYPES.values())}")
+                        f"{ck.dtype_names(_TYPES[method])} with method={method!r}")
     size = ck.front_size(size, "size", " (static Python ints, not traced values)")
     ck.front_flags(align_corners, half_pixel_centers)
     _check_platform(x)

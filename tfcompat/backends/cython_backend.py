@@ -308,17 +308,6 @@ class ForwardPlan:
         self.run(src, out, nthreads)
         return out
 
-    def kernel(self, problem):
-        """A compiled kernel of this problem's sizes and types that runs on raw pointers (the
-        PyTorch front), for a problem whose images it reads as they are (not a half-type
-        bilinear one)."""
-        b, ih, iw, c = problem.images.shape
-        _, oh, ow, _ = problem.out_shape
-        dt = problem.images.dtype
-        return _kernels.ForwardKernel(problem.linear, dt.num, dt.itemsize,
-                                      problem.out_dtype == F64 and problem.linear,
-                                      (b, ih, iw, c, oh, ow), self.tables)
-
     def run(self, src, out, nthreads):
         """The kernel alone: src C-contiguous and aligned, of a type it reads; out C-contiguous,
         of the type it writes (the caller proved both, and the memory)."""

@@ -35,6 +35,12 @@ int code(ffi::DataType t) {
     case ffi::DataType::F64: return TFC_F64;
     case ffi::DataType::F16: return TFC_F16;
     case ffi::DataType::BF16: return TFC_BF16;
+    case ffi::DataType::S8: return TFC_I8;
+    case ffi::DataType::U8: return TFC_U8;
+    case ffi::DataType::S16: return TFC_I16;
+    case ffi::DataType::U16: return TFC_U16;
+    case ffi::DataType::S32: return TFC_I32;
+    case ffi::DataType::S64: return TFC_I64;
     default: return -1;
   }
 }
@@ -86,8 +92,8 @@ ffi::Error Run(ffi::ThreadPool pool, ffi::RemainingArgs operands, ffi::Result<ff
   int out_dtype = code(y->element_type());
   if (!fold(y->dimensions(), &out_rank, out_dims) || out_dtype < 0)
     return ffi::Error::InvalidArgument(
-        "tfcompat.jax: expected a result [..., batch, height, width, channels] of float32, "
-        "float64, float16 or bfloat16");
+        "tfcompat.jax: expected a result [..., batch, height, width, channels] of a dtype the "
+        "C entry has a code for");
   for (size_t i = 0; i < kinds.size(); i++) {
     TfcArgSig* a = &sig.args[i];
     a->kind = static_cast<int32_t>(kinds[i]);
@@ -99,7 +105,7 @@ ffi::Error Run(ffi::ThreadPool pool, ffi::RemainingArgs operands, ffi::Result<ff
       a->dtype = code(x->element_type());
       if (a->dtype < 0)
         return ffi::Error::InvalidArgument(
-            "tfcompat.jax.resize: x's dtype must be float32, float64, float16 or bfloat16");
+            "tfcompat.jax: an operand of a dtype the C entry has no code for");
       if (!fold(x->dimensions(), &a->rank, a->dims))
         return ffi::Error::InvalidArgument(
             "tfcompat.jax: expected arrays [..., batch, height, width, channels]");

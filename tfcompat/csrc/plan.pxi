@@ -144,16 +144,3 @@ cdef class ResamplePlan:
                        (w != NULL and cnp.PyArray_SIZE(work) >= a.work_per_thread * num_threads)))
         with nogil:
             _resample_run(self.entry, s, d, a, w, num_threads)
-
-    def run_ptr(self, intptr_t dy, intptr_t dx, int num_threads):
-        """``run`` on raw pointers (the PyTorch front's tensors), with its scratch allocated
-        here: the same preconditions, the caller having proven them."""
-        cdef ResampleArgs* a = &self.args
-        cdef float* w = NULL
-        if a.work_per_thread:
-            w = <float*>malloc(a.work_per_thread * num_threads * sizeof(float))
-            if w == NULL:
-                raise MemoryError("the resampling kernel's scratch rows")
-        with nogil:
-            _resample_run(self.entry, <const void*>dy, <void*>dx, a, w, num_threads)
-        free(w)
