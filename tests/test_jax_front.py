@@ -504,8 +504,8 @@ def test_a_direct_custom_call_with_a_bad_kernel_is_an_error_not_a_crash():
         return np.asarray(call(x, kernel=np.int32(code), kinds=kinds, counts=counts,
                                values=np.array([3, 3, align, half], np.int64)))
 
-    # the conv's code (the C entry plans it with its own signature), and a code no kernel has
-    for code, words in ((CODES["Conv2DBackpropInput"], "no op plan for kernel code"),
+    # the conv's code (a front's call of it is refused), and a code no kernel has
+    for code, words in ((CODES["Conv2DBackpropInput"], "Conv2DBackpropInput takes TF.s"),
                         (max(CODES.values()) + 1, "expected an op's kernel code")):
         with pytest.raises(Exception, match=words):
             run(code, 0, 0)

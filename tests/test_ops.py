@@ -163,3 +163,54 @@ def test_each_record_s_torch_operator_is_defined():
         (g,) = torch.autograd.grad(y.sum(), x)
         want = b_op(torch.ones(1, 1, 3, 3), [2, 2], False, True)
         assert torch.equal(g, want), method
+
+
+@pytest.mark.parametrize("name", [n for n in TF_OPS if OPS[n].c_args])
+def test_each_record_s_c_entry_arguments_are_tf_s(name):
+    """The C entry's arguments of a record are TF's inputs in TF's order, every input TF's
+    CPU kernels read in host memory a values argument (and each values argument of a fixed
+    int32 or float type); its attributes are TF's, each of the kind TF's op definition gives
+    it (a choice with exactly TF's allowed strings)."""
+    tf = tf_or_skip()
+    from tensorflow.python.framework import kernels, op_def_registry
+    op = OPS[name]
+    op_def = op_def_registry.get(name)
+    assert [a for a, _ in op.c_args] == [i.name for i in op_def.input_arg]
+    host = {h for k in kernels.get_registered_kernels_for_op(name).kernel
+            if k.device_type == "CPU" and k.priority == 0 for h in k.host_memory_arg}
+    types = {i.name: tf.as_dtype(i.type).name if i.type else None for i in op_def.input_arg}
+    for arg, kind in op.c_args:
+        assert kind == "values" or arg not in host, (arg, kind)
+        assert kind != "values" or types[arg] in ("int32", "float32"), (arg, types[arg])
+    tf_attrs = {a.name: a for a in op_def.attr}
+    want = {"bool": "bool", "int": "int", "float": "float", "ints": "list(int)",
+            "choice": "string"}
+    for attr, kind, *choices in op.c_attrs:
+        assert tf_attrs[attr].type == want[kind], (attr, kind)
+        if kind == "choice":
+            assert tuple(tf_attrs[attr].allowed_values.list.s) == tuple(
+                c.encode() for c in choices[0]), attr
+
+
+def test_a_signature_s_values_round_trip():
+    """tfcompat._capi.encode's values decode back (decode, the C entry's Python side), lists
+    kept to their first TFC_MAX_LIST elements with their length, floats as their double's
+    bits; a count that is not the record's is refused."""
+    import numpy as np
+    from tfcompat import _capi
+    from tfcompat._simd import kernels
+    conv = OPS["Conv2DBackpropInput"]
+    attrs = {"strides": (1, 2, 2, 1), "padding": "EXPLICIT",
+             "explicit_paddings": tuple(range(20)), "data_format": "NCHW",
+             "dilations": (1, 1, 1, 1)}
+    values = _capi.encode(conv, {"input_sizes": (2, 3, 9, 8)}, attrs)
+    args = [(kernels.ARG_KINDS["values"], np.dtype(np.int32), (4,), ()),
+            (kernels.ARG_KINDS["tensor"], np.dtype(np.float32), (3, 3, 3, 4), ()),
+            (kernels.ARG_KINDS["tensor"], np.dtype(np.float32), (2, 4, 5, 4), ())]
+    got, back = _capi.decode(conv, args, values, len(values))
+    assert got == {"input_sizes": (2, 3, 9, 8)}
+    assert back == dict(attrs, explicit_paddings=tuple(range(kernels.MAX_LIST)))
+    assert values[4 + 5 + 1] == 20     # explicit_paddings' length, kept whole
+    with pytest.raises(ValueError, match="got 3 values"):
+        _capi.decode(OPS["ResizeBilinearGrad"], args[1:], [0, 1, 1], 3)
+    assert _capi._value(0.1) == int(np.array(0.1).view(np.int64))

@@ -265,7 +265,7 @@ def test_each_op_s_code_registers_that_op_in_tf():
         err = ctypes.create_string_buffer(256)
         # one past the last code, with a resize's arguments
         rc = lib.tfc_plugin_register(_native.capi_pointer(), max(_capi.CODES.values()) + 1,
-                                     b"ResizeBilinear", 1, None,
+                                     b"ResizeBilinear", 1, None, None,
                                      *ttf.register_spec("ResizeBilinear"), err, 256)
         print(json.dumps({"ours": ours, "covered": ttf.COVERED, "rc": rc,
                           "err": err.value.decode()}))

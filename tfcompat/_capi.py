@@ -39,8 +39,9 @@ def op_plan(kernel, front, layout, args, values, n_values, n_args):
     ``front``: a framework front's call, every tensor of the input's dtype; else TF's op (a
     grad only: no TF kernel of ours runs a forward)."""
     name = NAMES.get(kernel)
-    if name is None or not OPS[name].c_args:
-        raise ValueError(f"tfcompat's C entry: no op plan for kernel code {kernel}")
+    if name is None or not OPS[name].c_args or OPS[name].method is None:
+        # (the conv's signature is made into its own plan key in C: capi_conv.pxi)
+        raise ValueError(f"tfcompat's C entry: no resize plan for kernel code {kernel}")
     try:
         return _op_plan(OPS[name], bool(front), layout, args, values, n_values, n_args)
     except (ValueError, TypeError, MemoryError) as exc:
@@ -54,20 +55,8 @@ def _op_plan(op, front, layout, args, values, n_values, n_args):
     kinds = tuple(_kernels.ARG_KINDS[kind] for _, kind in op.c_args)
     if n_args != len(kinds) or tuple(a[0] for a in args) != kinds:
         raise ValueError(f"tfcompat's C entry: {op.name} takes the arguments {list(op.c_args)}")
-    # each values argument's elements, then the attributes
-    got, at = {}, 0
-    for (arg, kind), (_, _, dims, _) in zip(op.c_args, args):
-        if kind == "values":
-            n = math.prod(dims)
-            if len(dims) != 1 or at + n > len(values):
-                raise ValueError(f"{arg}: got a tensor of shape {list(dims)}; expected a vector "
-                                 "of 2 values")
-            got[arg] = tuple(int(v) for v in values[at:at + n])
-            at += n
-    if n_values != at + len(op.c_attrs):
-        raise ValueError(f"tfcompat's C entry: {op.name} got {n_values} values; expected "
-                         f"{at + len(op.c_attrs)}")
-    align, half = (bool(v) for v in values[at:at + len(op.c_attrs)])
+    got, attrs = decode(op, args, values, n_values)
+    align, half = attrs["align_corners"], attrs["half_pixel_centers"]
     _, dtype, dims, strides = args[0]
     if any(a[1] is None for a in args if a[0] != _kernels.ARG_KINDS["values"]):
         raise TypeError("tfcompat's C entry: a dtype code it does not know")
@@ -108,6 +97,71 @@ def _op_plan(op, front, layout, args, values, n_values, n_args):
         layout = dataclasses.replace(layout, channels_last=False)
     plan = _cb.resample_plan(layout)
     return OpCPlan(plan, False, _dims_of(image, nchw), _kernels.DTYPE_CODES[out_dtype])
+
+
+def encode(op, args, attrs):
+    """An op signature's values (csrc/capi.h): each values argument's first TFC_MAX_LIST
+    elements (``args``: {name: its elements}), then the attributes (``attrs``: {TF's name:
+    value}) as their kinds keep them in the op table's record."""
+    out = []
+    for name, kind in op.c_args:
+        if kind == "values":
+            out += [_value(v) for v in list(args[name])[:_kernels.MAX_LIST]]
+    for name, kind, *choices in op.c_attrs:
+        v = attrs[name]
+        if kind == "ints":
+            out += [len(v)] + [int(x) for x in list(v)[:_kernels.MAX_LIST]]
+        elif kind == "choice":
+            out.append(choices[0].index(v) if v in choices[0] else -1)
+        else:
+            out.append(_value(v))
+    return out
+
+
+def _value(v):
+    """An int as it is; a float as its double's bits."""
+    if isinstance(v, (float, np.floating)):
+        return int(np.array(v, np.float64).view(np.int64))
+    return int(v)
+
+
+def decode(op, args, values, n_values):
+    """What :func:`encode` (or the TF plugin) kept in a signature's values: ({values
+    argument: its kept elements}, {TF's attribute name: value}); ValueError where the count
+    is not the record's."""
+    got, at = {}, 0
+    for (name, kind), (_, dtype, dims, _) in zip(op.c_args, args):
+        if kind == "values":
+            n = min(math.prod(dims), _kernels.MAX_LIST)
+            v = [int(x) for x in values[at:at + n]]
+            if dtype is not None and dtype.kind == "f":
+                v = np.array(v, np.int64).view(np.float64).tolist()
+            got[name] = tuple(v)
+            at += n
+    attrs = {}
+    for name, kind, *choices in op.c_attrs:
+        if at >= len(values):
+            break
+        if kind == "ints":
+            n = int(values[at])
+            attrs[name] = tuple(int(x) for x in values[at + 1:at + 1 + min(max(n, 0),
+                                                                            _kernels.MAX_LIST)])
+            at += 1 + min(max(n, 0), _kernels.MAX_LIST)
+        elif kind == "choice":
+            i = int(values[at])
+            attrs[name] = choices[0][i] if 0 <= i < len(choices[0]) else None
+            at += 1
+        elif kind == "float":
+            attrs[name] = float(np.array(values[at], np.int64).view(np.float64))
+            at += 1
+        else:
+            attrs[name] = bool(values[at]) if kind == "bool" else int(values[at])
+            at += 1
+    if n_values != at or len(attrs) != len(op.c_attrs):
+        raise ValueError(f"tfcompat's C entry: {op.name} got {n_values} values; expected "
+                         f"{at} for its arguments {list(op.c_args)} and attributes "
+                         f"{[a[0] for a in op.c_attrs]}")
+    return got, attrs
 
 
 def front_dtypes(name):

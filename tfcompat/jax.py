@@ -197,10 +197,10 @@ def _arguments(kernel, out_hw, align_corners, half_pixel_centers):
     arguments' lengths, and their values (``size``: the result's height and width) followed by
     the attributes."""
     op = OPS[_capi.NAMES[kernel]]
-    flags = {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers}
     kinds = [_kernels.ARG_KINDS[kind] for _, kind in op.c_args]
     sizes = [{"size": tuple(out_hw)}[arg] for arg, kind in op.c_args if kind == "values"]
-    values = [v for size in sizes for v in size] + [int(flags[k]) for k in op.c_attrs]
+    values = _capi.encode(op, {"size": tuple(out_hw)}, {
+        "align_corners": align_corners, "half_pixel_centers": half_pixel_centers})
     return (np.array(kinds, np.int64), np.array([len(v) for v in sizes], np.int64),
             np.array(values, np.int64))
 

@@ -111,24 +111,30 @@ def _wanted(ops):
 
 # tfc_plugin_register's arguments (csrc/tf_plugin.c)
 REGISTER_ARGTYPES = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
-                     ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p),
+                     ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p),
                      ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                     ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int),
                      ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p,
                      ctypes.c_size_t]
 
 
 def register_spec(op):
-    """The op table's record of ``op`` as the plugin's kernel reads its call: its C entry
-    arguments' names and kinds, in TF's order, and its bool attributes' TF names (none for
-    the conv, which has a kernel of its own)."""
+    """The op table's record of ``op`` as the plugin's kernel reads a call: its C entry
+    arguments' names and kinds, in TF's order, and its attributes' TF names, kinds and (a
+    choice's) strings."""
     from ._simd import kernels
     record = OPS[op]
     names = [name.encode() for name, _ in record.c_args]
     kinds = [kernels.ARG_KINDS[kind] for _, kind in record.c_args]
-    attrs = [record.attr(key).name.encode() for key in record.c_attrs]
-    return ((ctypes.c_char_p * max(len(names), 1))(*names),
-            (ctypes.c_int * max(len(kinds), 1))(*kinds), len(names),
-            (ctypes.c_char_p * max(len(attrs), 1))(*attrs), len(attrs))
+    attrs = [a[0].encode() for a in record.c_attrs]
+    attr_kinds = [kernels.ATTR_KINDS[a[1]] for a in record.c_attrs]
+    choices = ["|".join(a[2]).encode() if len(a) > 2 else None for a in record.c_attrs]
+
+    def array(ctype, values):
+        return (ctype * max(len(values), 1))(*values)
+    return (array(ctypes.c_char_p, names), array(ctypes.c_int, kinds), len(names),
+            array(ctypes.c_char_p, attrs), array(ctypes.c_int, attr_kinds),
+            array(ctypes.c_char_p, choices), len(attrs))
 
 
 def onednn_kernels():
@@ -258,7 +264,8 @@ def enable(ops=None, *, onednn=True):
         for op, dtype in sorted(new):
             code = tf.as_dtype(dtype).as_datatype_enum
             label = labels.get(dtype) if op == "Conv2DBackpropInput" else None
-            if lib.tfc_plugin_register(api, _capi.CODES[op], op.encode(), code,
+            alias = None if label is None else ONEDNN_CONV.encode()
+            if lib.tfc_plugin_register(api, _capi.CODES[op], op.encode(), code, alias,
                                        None if label is None else label.encode(),
                                        *register_spec(op), err, len(err)) != 0:
                 raise RuntimeError("tfcompat.tf.enable(): "

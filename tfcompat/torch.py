@@ -131,9 +131,9 @@ def _empty(shape, like, channels_last):
 # its output and runs the C entry's plan on the tensors' memory with no further Python work
 # (the tiny call's cost: docs/performance.md#the-pytorch-front).
 
-# Calls with fewer output values run on the calling thread: PyTorch's OpenMP pool and ours are
-# two pools, and a team started beside PyTorch's costs 20-40 us (docs/performance.md#the-pytorch-front).
-SERIAL_VALUES = _kernels.SERIAL_VALUES
+# Calls the C entry calls small (fewer than capi.h's TFC_SERIAL_VALUES output values) run on
+# the calling thread: PyTorch's OpenMP pool and ours are two pools, and a team started beside
+# PyTorch's costs 20-40 us (docs/performance.md#the-pytorch-front).
 _RUNNERS = PlanCache()
 
 
@@ -175,9 +175,8 @@ def _runner(t, name, size, align_corners, half_pixel_centers):
             args.append((kinds[kind], _kernels.DTYPE_CODES[dtype], (n, c) + tuple(size), ()))
         else:                     # TF's size: the output's height and width
             args.append((kinds[kind], _kernels.DTYPE_CODES[np.dtype(np.int64)], (2,), ()))
-    flags = {"alignCorners": align_corners, "halfPixelCenters": half_pixel_centers}
-    values = [v for _, kind in op.c_args if kind == "values" for v in size] + [
-        int(flags[k]) for k in op.c_attrs]
+    values = _capi.encode(op, {"size": size}, {"align_corners": align_corners,
+                                               "half_pixel_centers": half_pixel_centers})
     r = _Runner()
     r.plan = _kernels.capi_plan(_capi.CODES[name], 1, _kernels.LAYOUTS["NCHW"], args, values)
     r.channels_last = _channels_last(t)
@@ -186,7 +185,7 @@ def _runner(t, name, size, align_corners, half_pixel_centers):
     r.bfloat16 = t.dtype == torch.bfloat16
     r.alloc_dtype = np.dtype(np.int16) if r.bfloat16 else dtype
     r.item = t.element_size()
-    r.serial = on * oc * oh * ow < SERIAL_VALUES
+    r.serial = r.plan.serial
     peak = r.plan.peak(kernel_threads())
     r.check = peak if peak >= _memory.CHECK_FROM_BYTES else 0
     r.nbytes = r.plan.nbytes

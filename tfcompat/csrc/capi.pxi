@@ -26,7 +26,9 @@ cdef extern from "capi.h":
     int TFC_ABI_VERSION
     int TFC_MAX_DIMS
     int TFC_F32, TFC_F64, TFC_F16, TFC_BF16, TFC_U8, TFC_I8, TFC_I32, TFC_I16, TFC_U16, TFC_I64
-    int TFC_MAX_ARGS, TFC_MAX_VALUES
+    int TFC_MAX_ARGS, TFC_MAX_VALUES, TFC_MAX_LIST
+    int TFC_ATTR_BOOL, TFC_ATTR_INT, TFC_ATTR_FLOAT, TFC_ATTR_INTS, TFC_ATTR_CHOICE
+    int64_t TFC_SERIAL_PRODUCTS
     int TFC_ARG_TENSOR, TFC_ARG_SHAPE, TFC_ARG_VALUES
     int TFC_NHWC, TFC_NCHW
     ctypedef struct TfcArgSig:
@@ -43,8 +45,8 @@ cdef extern from "capi.h":
         int32_t n_args
         TfcArgSig args[4]
         int32_t n_values
-        int32_t reserved
-        int64_t values[16]
+        int32_t threads
+        int64_t values[96]
     int TFC_CONV2D_BACKPROP_INPUT, TFC_RESIZE_BILINEAR, TFC_RESIZE_NEAREST_NEIGHBOR
     int TFC_KERNEL_COUNT
     int TFC_SERIAL_VALUES
@@ -76,15 +78,11 @@ cdef extern from "capi.h":
         void (*plan_release)(TfcPlan*) noexcept nogil
         int64_t (*plan_out_bytes)(const TfcPlan*) noexcept nogil
         int (*num_threads)() noexcept nogil
-        int (*conv_plan)(const TfcConvSig*, TfcPlan**, int*, char*, size_t) noexcept nogil
-        int (*conv_run)(TfcPlan*, const void*, const void*, void*, int, char*,
-                        size_t) noexcept nogil
+        int (*plan_in_c)(const TfcPlan*) noexcept nogil
+        int (*plan_serial)(const TfcPlan*) noexcept nogil
         int (*plan_out_dims)(const TfcPlan*, int64_t*) noexcept nogil
         void (*set_thread_pool)(tfc_pool_run_fn, void*) noexcept nogil
         int (*plan_out_dtype)(const TfcPlan*) noexcept nogil
-
-# a front's call of fewer output values runs on its caller's thread (capi.h)
-SERIAL_VALUES = TFC_SERIAL_VALUES
 
 cdef extern from *:
     """
@@ -151,9 +149,13 @@ def _dtype_codes():
 _CODES = _dtype_codes()     # TFC_* code -> NumPy dtype
 # NumPy dtype -> the C entry's code (capi.h)
 DTYPE_CODES = {d: c for c, d in _CODES.items()}
-# an argument's kind (the op table's words) and a signature's layout, as capi.h codes them
+# an argument's and an attribute's kind (the op table's words) and a signature's layout, as
+# capi.h codes them; the elements of a list a signature keeps
 ARG_KINDS = {"tensor": TFC_ARG_TENSOR, "shape": TFC_ARG_SHAPE, "values": TFC_ARG_VALUES}
+ATTR_KINDS = {"bool": TFC_ATTR_BOOL, "int": TFC_ATTR_INT, "float": TFC_ATTR_FLOAT,
+              "ints": TFC_ATTR_INTS, "choice": TFC_ATTR_CHOICE}
 LAYOUTS = {"NHWC": TFC_NHWC, "NCHW": TFC_NCHW}
+MAX_LIST = TFC_MAX_LIST
 
 
 cdef void _plan_free(CPlan* p) noexcept nogil:
@@ -354,15 +356,29 @@ def math_prod(shape):
 
 cdef int _capi_op_plan(const TfcOpSig* sig, TfcPlan** out, char* err,
                        size_t errlen) noexcept nogil:
+    cdef int type_error = 0
+    cdef int rc = _op_plan(sig, out, err, errlen, &type_error)
+    return 1 if rc == 4 else rc
+
+
+cdef int _op_plan(const TfcOpSig* sig, TfcPlan** out, char* err, size_t errlen,
+                  int* type_error) noexcept nogil:
+    """op_plan, and *type_error 1 where the policy's error was a TypeError."""
+    cdef TfcConvSig conv
+    cdef int in_c = 0
+    if sig.kernel == TFC_CONV2D_BACKPROP_INPUT:
+        if _conv_sig(sig, &conv, err, errlen):
+            return 1
+        return _capi_conv_plan(&conv, out, &in_c, err, errlen)
     out[0] = <TfcPlan*>_cache_find(sig)
     if out[0] != NULL:
         return 0
     if tfc_is_finalizing():
         _error(err, errlen, "tfcompat: the Python interpreter is shutting down")
-        return 1
+        return 3
     cdef int status = 0
     with gil:
-        status = _build_plan(sig, out, err, errlen)
+        status = _build_plan(sig, out, err, errlen, type_error)
     return status
 
 
@@ -378,7 +394,8 @@ cdef object _sig_args(const TfcOpSig* sig):
     return args
 
 
-cdef int _build_plan(const TfcOpSig* sig, TfcPlan** out, char* err, size_t errlen):
+cdef int _build_plan(const TfcOpSig* sig, TfcPlan** out, char* err, size_t errlen,
+                     int* type_error):
     cdef CPlan* p
     cdef int k
     try:
@@ -391,7 +408,8 @@ cdef int _build_plan(const TfcOpSig* sig, TfcPlan** out, char* err, size_t errle
         msg = str(exc).encode("utf-8", "replace")
         _error(err, errlen, <const char*>msg)
         out[0] = NULL
-        return 2 if isinstance(exc, MemoryError) else 3 if isinstance(exc, TypeError) else 1
+        type_error[0] = isinstance(exc, TypeError)
+        return 2 if isinstance(exc, MemoryError) else 1
     _cache_put(p)
     out[0] = <TfcPlan*>p
     return 0
@@ -399,6 +417,8 @@ cdef int _build_plan(const TfcOpSig* sig, TfcPlan** out, char* err, size_t errle
 
 cdef int _capi_op_run(TfcPlan* plan, const void* const* args, void* const* outputs,
                       int num_threads, char* err, size_t errlen) noexcept nogil:
+    if (<const int32_t*>plan)[0] == TFC_CONV2D_BACKPROP_INPUT:   # (filter, out_backprop)
+        return _capi_conv_run(plan, args[2], args[1], outputs[0], num_threads, err, errlen)
     cdef CPlan* p = <CPlan*>plan
     cdef const void* dy = args[0]
     cdef void* dx = outputs[0]
@@ -419,7 +439,7 @@ cdef int _capi_op_run(TfcPlan* plan, const void* const* args, void* const* outpu
         widened = <float*>malloc(max(p.dy_count, 1) * sizeof(float))
         if widened == NULL:
             _error(err, errlen, "tfcompat: out of memory for a float32 copy of the grads")
-            return 1
+            return 2
         _convert(dy, widened, p.dy_count, p.widen == 2, True, nt)
         src = widened
     if p.round_out:
@@ -427,7 +447,7 @@ cdef int _capi_op_run(TfcPlan* plan, const void* const* args, void* const* outpu
         if summed == NULL:
             free(widened)
             _error(err, errlen, "tfcompat: out of memory for the float32 sums")
-            return 1
+            return 2
         acc = summed
     if p.forward:
         job = p.fwd
@@ -436,14 +456,14 @@ cdef int _capi_op_run(TfcPlan* plan, const void* const* args, void* const* outpu
             free(widened)
             free(summed)
             _error(err, errlen, "tfcompat: out of memory for the resize's lerped rows")
-            return 1
+            return 2
     elif p.args.work_per_thread:
         work = <float*>malloc(p.args.work_per_thread * nt * sizeof(float))
         if work == NULL:
             free(widened)
             free(summed)
             _error(err, errlen, "tfcompat: out of memory for the kernel's scratch rows")
-            return 1
+            return 2
     if not p.forward:
         _resample_run(p.entry, src, acc, &p.args, work, nt)
     if p.round_out:
@@ -452,6 +472,10 @@ cdef int _capi_op_run(TfcPlan* plan, const void* const* args, void* const* outpu
     free(summed)
     free(work)
     return 0
+
+
+cdef int _op_serial(const CPlan* p) noexcept nogil:
+    return p.dx_count < TFC_SERIAL_VALUES
 
 
 cdef int _capi_op_out_dims(const CPlan* p, int64_t* dims) noexcept nogil:
@@ -466,6 +490,7 @@ cdef class CEntryPlan:
     cdef CPlan* p
     cdef readonly tuple out_dims
     cdef readonly Py_ssize_t out_bytes, nbytes
+    cdef readonly bint serial      # small enough to run on the caller's thread (capi.h)
 
     def __dealloc__(self):
         _release(self.p)
@@ -496,7 +521,7 @@ cdef class CEntryPlan:
         with nogil:
             rc = _capi_op_run(<TfcPlan*>self.p, args, outs, num_threads, err, sizeof(err))
         if rc:
-            raise MemoryError(err.decode("utf-8", "replace"))
+            raise (MemoryError if rc == 2 else RuntimeError)(err.decode("utf-8", "replace"))
 
 
 def capi_plan(int kernel, int front, int layout, args, values):
@@ -521,13 +546,18 @@ def capi_plan(int kernel, int front, int layout, args, values):
             sig.args[i].strides[k] = strides[k] if strides else 0
     for i in range(len(values)):
         sig.values[i] = values[i]
-    rc = _capi_op_plan(&sig, &plan, err, sizeof(err))
+    cdef int type_error = 0
+    rc = _op_plan(&sig, &plan, err, sizeof(err), &type_error)
     if rc:
-        raise (MemoryError if rc == 2 else TypeError if rc == 3 else ValueError)(
-            err.decode("utf-8", "replace"))
+        raise (MemoryError if rc == 2 else RuntimeError if rc == 3 else TypeError if type_error
+               else ValueError)(err.decode("utf-8", "replace"))
+    if kernel == TFC_CONV2D_BACKPROP_INPUT:
+        _capi_release(plan)
+        raise ValueError("tfcompat's C entry: a front runs no conv")
     cdef CEntryPlan out = CEntryPlan.__new__(CEntryPlan)
     out.p = <CPlan*>plan
     out.out_dims = tuple(out.p.out_dims[k] for k in range(out.p.out_rank))
     out.out_bytes = out.p.out_bytes
     out.nbytes = out.p.nbytes
+    out.serial = _op_serial(out.p)
     return out

@@ -80,6 +80,81 @@ cdef int _capi_out_dims(const TfcPlan* p, int64_t* dims) noexcept nogil:
     return 4
 
 
+cdef int _capi_in_c(const TfcPlan* p) noexcept nogil:
+    if (<const int32_t*>p)[0] == TFC_CONV2D_BACKPROP_INPUT:
+        return (<const ConvCPlan*>p).in_c or (<const ConvCPlan*>p).empty
+    return 1
+
+
+cdef int _capi_serial(const TfcPlan* p) noexcept nogil:
+    cdef const TfcConvSig* c
+    cdef int64_t products = 1
+    cdef int i
+    if (<const int32_t*>p)[0] != TFC_CONV2D_BACKPROP_INPUT:
+        return _op_serial(<const CPlan*>p)
+    # dy's values times the filter's taps and input channels (the policy proved the ranks)
+    c = &(<const ConvCPlan*>p).sig
+    for i in range(min(c.dy_rank, 8)):
+        products *= c.dy_dims[i]
+    for i in range(min(c.filter_rank, 3)):
+        products *= c.filter_dims[i]
+    return products < TFC_SERIAL_PRODUCTS
+
+
+cdef int _conv_sig(const TfcOpSig* sig, TfcConvSig* c, char* err, size_t errlen) noexcept nogil:
+    """The conv's plan key of an op signature of Conv2DBackpropInput (the op table's record:
+    input_sizes values, filter, out_backprop; strides, padding, explicit_paddings, data_format,
+    dilations); 1 with a message where the signature has not that shape."""
+    cdef int i, j, k, at = 0, n
+    cdef int32_t counts[3]
+    cdef int64_t* lists[3]
+    memset(c, 0, sizeof(TfcConvSig))
+    if (sig.n_args != 3 or sig.args[0].kind != TFC_ARG_VALUES
+            or sig.args[1].kind != TFC_ARG_TENSOR or sig.args[2].kind != TFC_ARG_TENSOR
+            or sig.n_values > TFC_MAX_VALUES or sig.front or sig.layout != TFC_NHWC):
+        _error(err, errlen, "tfcompat's C entry: Conv2DBackpropInput takes TF's (input_sizes "
+               "values, filter, out_backprop) and its attributes")
+        return 1
+    c.kernel = TFC_CONV2D_BACKPROP_INPUT
+    c.dtype = sig.args[2].dtype
+    c.dy_rank, c.filter_rank = sig.args[2].rank, sig.args[1].rank
+    memcpy(c.dy_dims, sig.args[2].dims, sizeof(c.dy_dims))
+    memcpy(c.filter_dims, sig.args[1].dims, sizeof(c.filter_dims))
+    c.sizes_rank = sig.args[0].rank
+    c.sizes_count = 1
+    for i in range(min(max(sig.args[0].rank, 0), 8)):
+        c.sizes_count *= sig.args[0].dims[i]
+    n = <int>min(max(c.sizes_count, 0), TFC_MAX_LIST)
+    for i in range(n):
+        if i < 8:
+            c.input_sizes[i] = sig.values[at + i]
+    at += n
+    # strides (ints), padding (choice), explicit_paddings (ints), data_format (choice),
+    # dilations (ints): each list as its length, then its first TFC_MAX_LIST values
+    lists[0], lists[1], lists[2] = c.strides, c.explicit_paddings, c.dilations
+    for k in range(5):
+        if at >= sig.n_values:
+            _error(err, errlen, "tfcompat's C entry: Conv2DBackpropInput's attributes are "
+                   "missing from its signature")
+            return 1
+        if k == 1 or k == 3:
+            if k == 1:
+                c.padding = <int32_t>sig.values[at]
+            else:
+                c.data_format = <int32_t>sig.values[at]
+            at += 1
+            continue
+        i = 0 if k == 0 else 1 if k == 2 else 2
+        counts[i] = <int32_t>sig.values[at]
+        n = <int>min(max(counts[i], 0), TFC_MAX_LIST)
+        for j in range(n):
+            if j < (16 if i == 1 else 8):
+                lists[i][j] = sig.values[at + 1 + j]
+        at += 1 + n
+    c.strides_count, c.paddings_count, c.dilations_count = counts[0], counts[1], counts[2]
+    return 0
+
+
 cdef int _capi_out_dtype(const TfcPlan* p) noexcept nogil:
     if (<const int32_t*>p)[0] == TFC_CONV2D_BACKPROP_INPUT:
         return (<const ConvCPlan*>p).sig.dtype
@@ -339,8 +414,8 @@ def c_api_capsule():
     _API.plan_release = _capi_release
     _API.plan_out_bytes = _capi_any_out_bytes
     _API.num_threads = _capi_num_threads
-    _API.conv_plan = _capi_conv_plan
-    _API.conv_run = _capi_conv_run
+    _API.plan_in_c = _capi_in_c
+    _API.plan_serial = _capi_serial
     _API.plan_out_dims = _capi_out_dims
     _API.set_thread_pool = tfc_set_thread_pool
     _API.plan_out_dtype = _capi_out_dtype

@@ -133,7 +133,7 @@ ffi::Error Run(ffi::ThreadPool pool, ffi::RemainingArgs operands, ffi::Result<ff
   // shares: tfcompat's thread count (set_num_threads), at most the pool's threads; no pool
   // (an XLA without one): tfcompat's team
   int threads = 1;
-  if (y->element_count() >= TFC_SERIAL_VALUES) {
+  if (!api->plan_serial(plan)) {
     int64_t n = pool.num_threads();
     threads = api->num_threads();
     if (n >= 2 && threads >= 2) {

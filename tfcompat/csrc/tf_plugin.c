@@ -33,9 +33,6 @@
 void* tfc_tf_pool(TF_OpKernelContext* ctx, int* threads);
 void tfc_tf_pool_run(void* pool, void (*fn)(void*, int, int), void* arg, int n);
 
-/* a conv of fewer products than this runs on TF's calling thread (as TFC_SERIAL_VALUES) */
-#define TFC_SERIAL_PRODUCTS ((int64_t)1 << 18)
-
 static const TfcApi* api = NULL;
 /* each kernel's calls (by its code, capi.h), and the convs run through tfcompat's Python conv */
 static atomic_long calls[TFC_KERNEL_COUNT];
@@ -50,30 +47,36 @@ static void count(int kernel, TF_DataType t) {
     if ((int)t >= 0 && (int)t < TFC_DTYPE_SLOTS) atomic_fetch_add(&dtype_calls[kernel][t], 1);
 }
 
-/* The shares a call of this much work is split into: 1 (run on TF's calling thread) below
- * ``serial``, else one per thread of TF's intra-op pool, which runs them with the calling
- * thread (tf_pool.cc: a share the busy pool has not reached runs on the caller). Four shares
- * per thread were no faster inside Keras steps (docs/performance.md#inside-tensorflow). */
-static int use_pool(TF_OpKernelContext* ctx, int64_t work, int64_t serial) {
+/* The shares of a call too large for TF's calling thread alone (the plan says: plan_serial):
+ * one per thread of TF's intra-op pool, which runs them with the calling thread (tf_pool.cc:
+ * a share the busy pool has not reached runs on the caller). Four shares per thread were no
+ * faster inside Keras steps (docs/performance.md#inside-tensorflow). */
+static int use_pool(TF_OpKernelContext* ctx) {
     int threads = 0;
-    void* pool = work < serial ? NULL : tfc_tf_pool(ctx, &threads);
+    void* pool = tfc_tf_pool(ctx, &threads);
     if (pool == NULL || threads < 2) return 1;
     api->set_thread_pool(tfc_tf_pool_run, pool);
     return threads;
 }
 
 /* An op's arguments and attributes as tfcompat/tf.py registers them (the op table's record:
- * each argument's name and C entry kind, the names of its bool attributes), by kernel code */
+ * each argument's C entry kind; each attribute's TF name, kind and, for a choice, its
+ * strings), by kernel code */
+#define TFC_MAX_ATTRS 16
 typedef struct {
     int n_args, n_attrs;
     int kinds[TFC_MAX_ARGS];
-    char attrs[TFC_MAX_VALUES][64];
+    char attrs[TFC_MAX_ATTRS][64];
+    int attr_kinds[TFC_MAX_ATTRS];
+    char choices[TFC_MAX_ATTRS][8][32];     /* a choice attribute's strings */
+    int n_choices[TFC_MAX_ATTRS];
 } Spec;
-static Spec specs[TFC_KERNEL_COUNT];
+static Spec specs[16];
 
-/* a kernel instance: its code and its attributes' values */
+/* a kernel instance: its code and its attributes as a signature keeps them (capi.h) */
 typedef struct {
     int kernel;
+    int n;
     int64_t attrs[TFC_MAX_VALUES];
 } Kernel;
 
@@ -108,7 +111,26 @@ static TF_DataType tf_dtype(int code) {
     }
 }
 
+/* a list attribute's length, then its first TFC_MAX_LIST values, at k->attrs + k->n */
+static void int_list(TF_OpKernelConstruction* ctx, const char* name, Kernel* k, TF_Status* s) {
+    int32_t n = 0, total = 0;
+    TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, s);
+    if (TF_GetCode(s) != TF_OK) return;
+    k->attrs[k->n++] = n;
+    if (n <= 0) return;
+    int64_t* all = (int64_t*)calloc((size_t)n, sizeof(int64_t));
+    if (all == NULL) {
+        TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, "tfcompat: out of memory for an attribute");
+        return;
+    }
+    TF_OpKernelConstruction_GetAttrInt64List(ctx, name, all, n, s);
+    for (int i = 0; i < n && i < TFC_MAX_LIST; i++) k->attrs[k->n++] = all[i];
+    free(all);
+}
+
+/* A kernel of code ``kernel``: its attributes read once, each as its kind keeps it. */
 static void* create(TF_OpKernelConstruction* ctx, int kernel) {
+    const Spec* sp = &specs[kernel];
     Kernel* k = (Kernel*)calloc(1, sizeof(Kernel));
     TF_Status* s = TF_NewStatus();
     if (k == NULL) {
@@ -118,10 +140,33 @@ static void* create(TF_OpKernelConstruction* ctx, int kernel) {
         return NULL;
     }
     k->kernel = kernel;
-    for (int i = 0; i < specs[kernel].n_attrs && TF_GetCode(s) == TF_OK; i++) {
-        TF_Bool v = 0;
-        TF_OpKernelConstruction_GetAttrBool(ctx, specs[kernel].attrs[i], &v, s);
-        k->attrs[i] = v;
+    for (int i = 0; i < sp->n_attrs && TF_GetCode(s) == TF_OK; i++) {
+        const char* name = sp->attrs[i];
+        if (sp->attr_kinds[i] == TFC_ATTR_BOOL) {
+            TF_Bool v = 0;
+            TF_OpKernelConstruction_GetAttrBool(ctx, name, &v, s);
+            k->attrs[k->n++] = v;
+        } else if (sp->attr_kinds[i] == TFC_ATTR_INT) {
+            int64_t v = 0;
+            TF_OpKernelConstruction_GetAttrInt64(ctx, name, &v, s);
+            k->attrs[k->n++] = v;
+        } else if (sp->attr_kinds[i] == TFC_ATTR_FLOAT) {
+            float v = 0;
+            double d;
+            TF_OpKernelConstruction_GetAttrFloat(ctx, name, &v, s);
+            d = v;
+            memcpy(&k->attrs[k->n++], &d, sizeof d);
+        } else if (sp->attr_kinds[i] == TFC_ATTR_INTS) {
+            int_list(ctx, name, k, s);
+        } else {    /* a choice: its index among the record's strings (TF's op allows only those) */
+            char text[32];
+            int64_t index = -1;
+            memset(text, 0, sizeof text);
+            TF_OpKernelConstruction_GetAttrString(ctx, name, text, sizeof text - 1, s);
+            for (int j = 0; j < sp->n_choices[i]; j++)
+                if (strcmp(text, sp->choices[i][j]) == 0) index = j;
+            k->attrs[k->n++] = index;
+        }
     }
     if (TF_GetCode(s) != TF_OK) TF_OpKernelConstruction_Failure(ctx, s);
     TF_DeleteStatus(s);
@@ -148,8 +193,9 @@ static void read_dims(const TF_Tensor* t, int32_t* rank, int64_t* dims) {
 }
 
 /* Any op of the table through the C entry: its arguments read as its spec says (a VALUES
- * argument's int32 or int64 elements into the signature's values, then the attributes), its
- * plan found, its output allocated with the plan's dims and dtype, and run. */
+ * argument's first TFC_MAX_LIST int32, int64 or float elements into the signature's values,
+ * then the attributes), its plan found, its output allocated with the plan's dims and dtype,
+ * and run. */
 static void compute(void* kp, TF_OpKernelContext* ctx) {
     Kernel* k = (Kernel*)kp;
     const Spec* sp = &specs[k->kernel];
@@ -168,7 +214,7 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
     sig.kernel = k->kernel;
     sig.layout = TFC_NHWC;
     sig.n_args = sp->n_args;
-    int64_t nv = 0;
+    int nv = 0;
     for (int i = 0; i < sp->n_args; i++) {
         TfcArgSig* a = &sig.args[i];
         TF_GetInput(ctx, i, &in[i], s);
@@ -180,11 +226,18 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
             data[i] = TF_TensorData(in[i]);
         } else if (a->kind == TFC_ARG_VALUES) {
             int64_t n = TF_TensorElementCount(in[i]);
-            int wide = TF_TensorType(in[i]) == TF_INT64;
+            TF_DataType t = TF_TensorType(in[i]);
             const void* v = TF_TensorData(in[i]);
-            for (int64_t j = 0; j < n; j++, nv++)
-                if (nv < TFC_MAX_VALUES)
-                    sig.values[nv] = wide ? ((const int64_t*)v)[j] : ((const int32_t*)v)[j];
+            for (int64_t j = 0; j < n && j < TFC_MAX_LIST && nv < TFC_MAX_VALUES; j++) {
+                if (t == TF_INT64) {
+                    sig.values[nv++] = ((const int64_t*)v)[j];
+                } else if (t == TF_INT32) {
+                    sig.values[nv++] = ((const int32_t*)v)[j];
+                } else {    /* a float: its double's bits */
+                    double d = t == TF_DOUBLE ? ((const double*)v)[j] : ((const float*)v)[j];
+                    memcpy(&sig.values[nv++], &d, sizeof d);
+                }
+            }
         }
         if (a->kind != TFC_ARG_VALUES && a->dtype < 0) {
             TF_SetStatus(s, TF_INVALID_ARGUMENT,
@@ -192,13 +245,13 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
             goto fail;
         }
     }
-    for (int i = 0; i < sp->n_attrs; i++, nv++)
-        if (nv < TFC_MAX_VALUES) sig.values[nv] = k->attrs[i];
-    sig.n_values = (int32_t)(nv < (1 << 30) ? nv : (1 << 30));
+    for (int i = 0; i < k->n && nv < TFC_MAX_VALUES; i++) sig.values[nv++] = k->attrs[i];
+    sig.n_values = nv;
     int rc = api->op_plan(&sig, &plan, err, sizeof err);
     if (rc != 0) {
         /* TF answers an output it cannot allocate with ResourceExhausted */
-        TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : TF_INVALID_ARGUMENT, err);
+        TF_SetStatus(s, rc == 1 ? TF_INVALID_ARGUMENT : rc == 2 ? TF_RESOURCE_EXHAUSTED
+                                                               : TF_UNAVAILABLE, err);
         goto fail;
     }
     int64_t dims[TFC_MAX_DIMS];
@@ -208,14 +261,16 @@ static void compute(void* kp, TF_OpKernelContext* ctx) {
                             s);
     if (TF_GetCode(s) != TF_OK) goto fail;
     void* outputs[1] = {TF_TensorData(out)};
-    int threads = use_pool(ctx, TF_TensorElementCount(out), TFC_SERIAL_VALUES);
+    int threads = api->plan_serial(plan) ? 1 : use_pool(ctx);
     rc = api->op_run(plan, data, outputs, threads, err, sizeof err);
     api->set_thread_pool(NULL, NULL);
     if (rc != 0) {
-        TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, err);
+        TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : rc == 3 ? TF_UNAVAILABLE
+                                                                 : TF_INTERNAL, err);
         goto fail;
     }
     count(k->kernel, out_type);
+    if (!api->plan_in_c(plan)) atomic_fetch_add(&python_convs, 1);
     goto done;
 fail:
     TF_OpKernelContext_Failure(ctx, s);
@@ -226,149 +281,11 @@ done:
     TF_DeleteStatus(s);
 }
 
-/* Conv2DBackpropInput's attributes, read once per kernel */
-typedef struct {
-    int data_format, padding;
-    int32_t strides_count, dilations_count, paddings_count;
-    int64_t strides[TFC_MAX_DIMS], dilations[TFC_MAX_DIMS];
-    int64_t explicit_paddings[2 * TFC_MAX_DIMS];
-} ConvKernel;
-
-/* a list attribute's values (at most cap kept) and its length */
-static void int_list(TF_OpKernelConstruction* ctx, const char* name, int64_t* values, int cap,
-                     int32_t* count, TF_Status* s) {
-    int32_t n = 0, total = 0;
-    TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, s);
-    if (TF_GetCode(s) != TF_OK) return;
-    *count = n;
-    if (n <= 0) return;
-    int64_t* all = (int64_t*)calloc((size_t)n, sizeof(int64_t));
-    if (all == NULL) {
-        TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, "tfcompat: out of memory for an attribute");
-        return;
-    }
-    TF_OpKernelConstruction_GetAttrInt64List(ctx, name, all, n, s);
-    for (int i = 0; i < n && i < cap; i++) values[i] = all[i];
-    free(all);
-}
-
-static void* create_conv(TF_OpKernelConstruction* ctx) {
-    ConvKernel* k = (ConvKernel*)calloc(1, sizeof(ConvKernel));
-    TF_Status* s = TF_NewStatus();
-    char text[16];
-    if (k == NULL) {
-        TF_SetStatus(s, TF_RESOURCE_EXHAUSTED, "tfcompat: out of memory for a kernel");
-        TF_OpKernelConstruction_Failure(ctx, s);
-        TF_DeleteStatus(s);
-        return NULL;
-    }
-    /* TF's op definition allows only these strings */
-    memset(text, 0, sizeof text);
-    TF_OpKernelConstruction_GetAttrString(ctx, "data_format", text, sizeof text - 1, s);
-    k->data_format = strcmp(text, "NCHW") == 0;
-    if (TF_GetCode(s) == TF_OK) {
-        memset(text, 0, sizeof text);
-        TF_OpKernelConstruction_GetAttrString(ctx, "padding", text, sizeof text - 1, s);
-        k->padding = strcmp(text, "SAME") == 0 ? 0 : strcmp(text, "VALID") == 0 ? 1 : 2;
-    }
-    if (TF_GetCode(s) == TF_OK)
-        int_list(ctx, "strides", k->strides, TFC_MAX_DIMS, &k->strides_count, s);
-    if (TF_GetCode(s) == TF_OK)
-        int_list(ctx, "dilations", k->dilations, TFC_MAX_DIMS, &k->dilations_count, s);
-    if (TF_GetCode(s) == TF_OK)
-        int_list(ctx, "explicit_paddings", k->explicit_paddings, 2 * TFC_MAX_DIMS,
-                 &k->paddings_count, s);
-    if (TF_GetCode(s) != TF_OK) TF_OpKernelConstruction_Failure(ctx, s);
-    TF_DeleteStatus(s);
-    return k;
-}
-
-static void compute_conv(void* kp, TF_OpKernelContext* ctx) {
-    ConvKernel* k = (ConvKernel*)kp;
-    TF_Status* s = TF_NewStatus();
-    TF_Tensor* sizes = NULL;
-    TF_Tensor* filter = NULL;
-    TF_Tensor* dy = NULL;
-    TF_Tensor* out = NULL;
-    TfcPlan* plan = NULL;
-    char err[2048];
-    int in_c = 0;
-    TfcConvSig sig;
-    memset(&sig, 0, sizeof sig);
-    if (api == NULL) {
-        TF_SetStatus(s, TF_FAILED_PRECONDITION, "tfcompat: the kernel library is not enabled");
-        goto fail;
-    }
-    TF_GetInput(ctx, 0, &sizes, s);
-    if (TF_GetCode(s) == TF_OK) TF_GetInput(ctx, 1, &filter, s);
-    if (TF_GetCode(s) == TF_OK) TF_GetInput(ctx, 2, &dy, s);
-    if (TF_GetCode(s) != TF_OK) goto fail;
-    sig.kernel = TFC_CONV2D_BACKPROP_INPUT;
-    TF_DataType type = TF_TensorType(dy);
-    sig.dtype = tfc_dtype(type);
-    if (sig.dtype < 0 || TF_TensorType(filter) != type || TF_TensorType(sizes) != TF_INT32) {
-        TF_SetStatus(s, TF_INVALID_ARGUMENT,
-                     "tfcompat: a dtype this kernel was not registered for");
-        goto fail;
-    }
-    read_dims(dy, &sig.dy_rank, sig.dy_dims);
-    read_dims(filter, &sig.filter_rank, sig.filter_dims);
-    sig.sizes_rank = TF_NumDims(sizes);
-    int64_t n = TF_TensorElementCount(sizes);
-    const int32_t* values = (const int32_t*)TF_TensorData(sizes);
-    sig.sizes_count = (int32_t)(n < 1024 ? n : 1024);
-    for (int64_t i = 0; i < n && i < TFC_MAX_DIMS; i++) sig.input_sizes[i] = values[i];
-    sig.data_format = k->data_format;
-    sig.padding = k->padding;
-    sig.strides_count = k->strides_count;
-    sig.dilations_count = k->dilations_count;
-    sig.paddings_count = k->paddings_count;
-    memcpy(sig.strides, k->strides, sizeof sig.strides);
-    memcpy(sig.dilations, k->dilations, sizeof sig.dilations);
-    memcpy(sig.explicit_paddings, k->explicit_paddings, sizeof sig.explicit_paddings);
-    int rc = api->conv_plan(&sig, &plan, &in_c, err, sizeof err);
-    if (rc != 0) {
-        TF_SetStatus(s, rc == 1 ? TF_INVALID_ARGUMENT : rc == 2 ? TF_RESOURCE_EXHAUSTED
-                                                               : TF_UNAVAILABLE, err);
-        goto fail;
-    }
-    int64_t dims[4];
-    api->plan_out_dims(plan, dims);
-    out = TF_AllocateOutput(ctx, 0, type, dims, 4, (size_t)api->plan_out_bytes(plan), s);
-    if (TF_GetCode(s) != TF_OK) goto fail;
-    /* the policy layer proved the shapes: dy's values times the filter's taps and channels */
-    int64_t products = TF_TensorElementCount(dy) * sig.filter_dims[0] * sig.filter_dims[1] *
-                       sig.filter_dims[2];
-    int threads = use_pool(ctx, products, TFC_SERIAL_PRODUCTS);
-    rc = api->conv_run(plan, TF_TensorData(dy), TF_TensorData(filter), TF_TensorData(out),
-                       threads, err, sizeof err);
-    api->set_thread_pool(NULL, NULL);
-    if (rc != 0) {
-        TF_SetStatus(s, rc == 2 ? TF_RESOURCE_EXHAUSTED : rc == 3 ? TF_UNAVAILABLE
-                                                                 : TF_INTERNAL, err);
-        goto fail;
-    }
-    count(TFC_CONV2D_BACKPROP_INPUT, type);
-    if (!in_c) atomic_fetch_add(&python_convs, 1);
-    goto done;
-fail:
-    TF_OpKernelContext_Failure(ctx, s);
-done:
-    if (plan != NULL) api->plan_release(plan);
-    TF_DeleteTensor(sizes);
-    TF_DeleteTensor(filter);
-    TF_DeleteTensor(dy);
-    TF_DeleteTensor(out);
-    TF_DeleteStatus(s);
-}
-
 static int add(const char* op, const char* name, void* (*create_fn)(TF_OpKernelConstruction*),
                TF_DataType dtype, const char* label, const char* const* host, int n_host,
                char* err, size_t errlen) {
-    int conv = create_fn == create_conv;
     TF_Status* s = TF_NewStatus();
-    TF_KernelBuilder* b = TF_NewKernelBuilder(op, "CPU", create_fn,
-                                              conv ? compute_conv : compute, delete_kernel);
+    TF_KernelBuilder* b = TF_NewKernelBuilder(op, "CPU", create_fn, compute, delete_kernel);
     TF_KernelBuilder_TypeConstraint(b, "T", dtype, s);
     if (TF_GetCode(s) == TF_OK) {
         for (int i = 0; i < n_host; i++) TF_KernelBuilder_HostMemory(b, host[i]);
@@ -396,18 +313,19 @@ static void set_error(char* err, size_t errlen, const char* msg) {
 }
 
 /* Register kernel ``kernel`` (its code, capi.h) for TF's op ``op`` in dtype ``dtype`` (a
- * TF_DataType its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi).
- * An op the C entry plans (every one but the conv) comes with its record's arguments, in
- * TF's order (``arg_names``, their C entry kinds ``arg_kinds``: VALUES ones are read in host
- * memory) and the names of its bool attributes; the conv has its own kernel (n_args 0).
- * ``onednn_label``: NULL, or (the conv) the label of TF's _MklNativeConv2DBackpropInput kernel
- * of this dtype, which TF's oneDNN rewrite hands a Conv2DBackpropInput of this dtype to: ours
- * is registered for that op too. Once per kernel and dtype (the caller keeps count). 0, or
- * non-zero with a message in err. */
+ * TF_DataType its op allows: tfcompat/tf.py's COVERED) with the C entry ``capi`` (a TfcApi),
+ * as its op table record describes it: its arguments in TF's order (``arg_names``, their C
+ * entry kinds ``arg_kinds``: VALUES ones are read in host memory) and its attributes (TF's
+ * names, their kinds, and a choice's strings joined by '|', else NULL). ``alias_op``: NULL, or
+ * another op TF hands such calls to under ``alias_label`` (TF's oneDNN rewrite of the conv,
+ * _MklNativeConv2DBackpropInput): ours is registered for that op too. Once per kernel and
+ * dtype (the caller keeps count). 0, or non-zero with a message in err. */
 int tfc_plugin_register(const void* capi, int kernel, const char* op, int dtype,
-                        const char* onednn_label, const char* const* arg_names,
-                        const int* arg_kinds, int n_args, const char* const* attr_names,
-                        int n_attrs, char* err, size_t errlen) {
+                        const char* alias_op, const char* alias_label,
+                        const char* const* arg_names, const int* arg_kinds, int n_args,
+                        const char* const* attr_names, const int* attr_kinds,
+                        const char* const* attr_choices, int n_attrs, char* err,
+                        size_t errlen) {
     const TfcApi* a = (const TfcApi*)capi;
     TF_DataType t = (TF_DataType)dtype;
     char name[128];
@@ -416,17 +334,8 @@ int tfc_plugin_register(const void* capi, int kernel, const char* op, int dtype,
         return 1;
     }
     api = a;
-    snprintf(name, sizeof name, "Tfcompat%s", op);
-    if (kernel == TFC_CONV2D_BACKPROP_INPUT && n_args == 0) {
-        const char* host[1] = {"input_sizes"};
-        if (add(op, name, create_conv, t, NULL, host, 1, err, errlen)) return 1;
-        if (onednn_label != NULL)
-            return add("_MklNativeConv2DBackpropInput", "TfcompatMklNativeConv2DBackpropInput",
-                       create_conv, t, onednn_label, host, 1, err, errlen);
-        return 0;
-    }
-    if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || kernel == TFC_CONV2D_BACKPROP_INPUT ||
-        n_args <= 0 || n_args > TFC_MAX_ARGS || n_attrs < 0 || n_attrs > TFC_MAX_VALUES) {
+    if (kernel < 0 || kernel >= TFC_KERNEL_COUNT || n_args <= 0 || n_args > TFC_MAX_ARGS ||
+        n_attrs < 0 || n_attrs > TFC_MAX_ATTRS) {
         set_error(err, errlen, "tfcompat: no TF kernel of this library has that kernel code");
         return 1;
     }
@@ -442,8 +351,22 @@ int tfc_plugin_register(const void* capi, int kernel, const char* op, int dtype,
     for (int i = 0; i < n_attrs; i++) {
         strncpy(sp->attrs[i], attr_names[i], sizeof sp->attrs[i] - 1);
         sp->attrs[i][sizeof sp->attrs[i] - 1] = 0;
+        sp->attr_kinds[i] = attr_kinds[i];
+        sp->n_choices[i] = 0;
+        for (const char* c = attr_choices[i]; c != NULL && *c && sp->n_choices[i] < 8;) {
+            const char* end = strchr(c, '|');
+            size_t len = end ? (size_t)(end - c) : strlen(c);
+            if (len > sizeof sp->choices[i][0] - 1) len = sizeof sp->choices[i][0] - 1;
+            memcpy(sp->choices[i][sp->n_choices[i]], c, len);
+            sp->choices[i][sp->n_choices[i]++][len] = 0;
+            c = end ? end + 1 : c + len;
+        }
     }
-    return add(op, name, creators[kernel], t, NULL, host, n_host, err, errlen);
+    snprintf(name, sizeof name, "Tfcompat%s", op);
+    if (add(op, name, creators[kernel], t, NULL, host, n_host, err, errlen)) return 1;
+    if (alias_op == NULL) return 0;
+    snprintf(name, sizeof name, "Tfcompat%s", alias_op);
+    return add(alias_op, name, creators[kernel], t, alias_label, host, n_host, err, errlen);
 }
 
 /* How many calls kernel ``kernel`` (its code) has run: what tells a test ours ran. */

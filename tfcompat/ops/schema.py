@@ -50,8 +50,9 @@ class Op:
     api: Optional[str] = None   # the functional API's function (tfcompat.<api>)
     method: Optional[str] = None    # a TF resize's method ("bilinear", "nearest")
     # the C entry's (TF's) arguments, in TF's order: (name, "tensor" | "shape" | "values"),
-    # and the attributes (their keys, bools) whose values follow the values arguments'; ()
-    # for an op the C entry plans with its own signature (the conv) or not at all
+    # and attributes, whose values follow the values arguments': (TF's name, "bool" | "int" |
+    # "float" | "ints" | "choice"[, the strings a choice takes]); () for an op the C entry
+    # does not plan
     c_args: tuple = ()
     c_attrs: tuple = ()
 

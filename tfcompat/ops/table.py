@@ -51,7 +51,8 @@ def _conv_input_shape(shapes, attrs):
 
 _ALIGN = Attr("alignCorners", "align_corners", False)
 _HALF = Attr("halfPixelCenters", "half_pixel_centers", False)
-_FLAGS = ("alignCorners", "halfPixelCenters")
+# the C entry's attributes: (TF's name, kind[, the strings a choice takes, in TF's words])
+_FLAGS = (("align_corners", "bool"), ("half_pixel_centers", "bool"))
 _IMAGES_SIZE = (("images", "tensor"), ("size", "values"))
 
 OPS = {op.name: op for op in (
@@ -102,7 +103,11 @@ OPS = {op.name: op for op in (
               Attr("dilations", "dilations", 1)),
        out_dtype="dy", shape=_conv_input_shape, grad_of="Conv2D", wrt="input",
        tf_types=(FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT32), tf_type_input="dy",
-       fronts={"tf": CONV2D_BACKPROP_INPUT}, api="conv2d_backprop_input"),
+       fronts={"tf": CONV2D_BACKPROP_INPUT}, api="conv2d_backprop_input",
+       c_args=(("input_sizes", "values"), ("filter", "tensor"), ("out_backprop", "tensor")),
+       c_attrs=(("strides", "ints"), ("padding", "choice", ("SAME", "VALID", "EXPLICIT")),
+                ("explicit_paddings", "ints"), ("data_format", "choice", ("NHWC", "NCHW")),
+                ("dilations", "ints"))),
     Op(INTERPOLATE_BACKWARD, "onednn",
        inputs=(Input("src", "src", SHAPE, FLOATS),
                Input("diff_dst", "diff_dst", DATA, same_as="src"),
