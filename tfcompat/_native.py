@@ -54,6 +54,12 @@ def build(kind, name, tag, sources, extra_key, steps):
     return target
 
 
+def abi_version():
+    """The C entry's ABI version (its TfcApi's first field, csrc/capi.h): the built
+    libraries' cache key names it."""
+    return ctypes.c_int32.from_address(capi_pointer()).value
+
+
 def capi_pointer():
     """The address of tfcompat's C entry (the TfcApi in tfcompat._kernels.C_API)."""
     from . import _capi

@@ -74,7 +74,8 @@ def _library():
                                         "-I", _native.CSRC, source, "-o", out], who)
 
             path = _native.build("jax-ffi", "libtfcompat_jax.so",
-                                 f"jaxlib{jax.lib.__version__}-tfcompat{__version__}",
+                                 f"jaxlib{jax.lib.__version__}-tfcompat{__version__}"
+                                 f"-abi{_native.abi_version()}",
                                  (source, os.path.join(_native.CSRC, "capi.h"),
                                   os.path.join(_native.CSRC, "pool_claim.h")), include, steps)
             lib = ctypes.CDLL(path)

@@ -83,7 +83,7 @@ def _build(tf):
                          + [f"-Wl,-rpath,{d}" for d in libdir], who)
 
     return _native.build("tf-plugin", "libtfcompat_tf.so",
-                         f"tf{tf.__version__}-tfcompat{__version__}",
+                         f"tf{tf.__version__}-tfcompat{__version__}-abi{_native.abi_version()}",
                          (_SOURCE, os.path.join(_native.CSRC, "capi.h"), pool_source,
                           os.path.join(_native.CSRC, "pool_claim.h")),
                          " ".join(flags + link), steps)
